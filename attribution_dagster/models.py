@@ -1,0 +1,335 @@
+"""Typed models shared by connectors, the normalizer, the rule engine, sinks and assets.
+
+Every boundary of the pipeline passes one of these:
+
+    ExecutionContext -> RawEvidence (RawRecord, MetricSample, SourceCoverage)
+                     -> list[Observation] -> AttributionResult
+
+Only pydantic is imported here so that every layer can depend on this module.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+RESULT_SCHEMA_VERSION = "1"
+
+
+class JobState(str, Enum):
+    """Final job state, in Slurm's vocabulary (the spec maps every scheduler onto it)."""
+
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    PREEMPTED = "PREEMPTED"
+
+
+Scheduler = Literal["slurm", "kueue", "static", "kai"]
+
+_UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class ExecutionContext(BaseModel):
+    """One workload run: who ran where, when, and how it ended (spec section 1)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    job_id: str = Field(min_length=1)
+    scheduler: Scheduler
+    cluster: str | None = None
+    state: JobState
+    exit_code: int | None = None
+    start: AwareDatetime
+    end: AwareDatetime
+    nodes: list[str] = Field(min_length=1)
+    gpu_model: str | None = None
+    log_timezone: str = "UTC"
+
+    @property
+    def failed(self) -> bool:
+        return self.state is not JobState.COMPLETED or self.exit_code not in (None, 0)
+
+    @property
+    def partition_key(self) -> str:
+        """Dagster partition key: `<cluster>.<job_id>` with only safe characters."""
+        raw = f"{self.cluster or 'default'}.{self.job_id}"
+        return _UNSAFE_KEY_CHARS.sub("_", raw)
+
+
+TimeQuality = Literal["exact", "inherited", "unknown"]
+"""`exact`: the line carried its own timestamp; `inherited`: taken from the nearest earlier
+timed line of the same file; `unknown`: no timed line before it in the file."""
+
+
+class Anchor(BaseModel):
+    """A literal that a parser needs to see in a line; scanners prefilter on the union.
+
+    `context_after` asks the scanner to append that many following lines to the record
+    (for multi-line blocks such as torchrun's ChildFailedError summary).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    literal: str = Field(min_length=3)
+    context_after: int = Field(default=0, ge=0, le=40)
+
+
+class Window(BaseModel):
+    """The time range evidence is read for: [job start - lead, job end + lag]."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: AwareDatetime
+    end: AwareDatetime
+
+    def contains(self, t: datetime) -> bool:
+        return self.start <= t <= self.end
+
+
+class AnalysisSettings(BaseModel):
+    """Knobs shared by the CLI and the Dagster resources; defaults suit most clusters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    lead_seconds: float = Field(default=120.0, ge=0, description="read evidence this long before start")
+    lag_seconds: float = Field(default=60.0, ge=0, description="and this long after end")
+    skew_seconds: float = Field(default=5.0, ge=0, description="clock skew tolerated between nodes")
+    max_line_bytes: int = Field(default=65536, ge=256, description="longer lines are truncated")
+    workers: int | None = Field(default=None, description="scanner processes; None = all cores")
+
+    def window(self, ctx: "ExecutionContext") -> Window:
+        from datetime import timedelta
+
+        return Window(
+            start=ctx.start - timedelta(seconds=self.lead_seconds),
+            end=ctx.end + timedelta(seconds=self.lag_seconds),
+        )
+
+
+class RawRecord(BaseModel):
+    """One log line (plus requested continuation lines) that passed the prefilter."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str  # "files", "loki", "k8s_pods", ...
+    node: str
+    locator: str  # "logs/node-b/kern.log:1532", or a LogQL query plus timestamp
+    time: datetime | None
+    time_quality: TimeQuality = "exact"
+    text: str  # the line; continuation lines follow after "\n" when an anchor asked for them
+    stream: str = ""  # file name or stream label ("kern.log", "stdout"); hints system vs app output
+
+
+class MetricSample(BaseModel):
+    """One sample of a Prometheus series, from a `.prom` file or a PromQL query."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str  # "files", "prometheus"
+    node: str
+    locator: str  # "metrics/dcgm.prom:12", or "promql: <query> @ <unix ts>"
+    time: datetime
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    value: float
+
+
+CoverageStatus = Literal["ok", "partial", "failed", "empty"]
+
+
+class SourceCoverage(BaseModel):
+    """What one evidence source delivered, so a result can say what it did not see."""
+
+    source: str  # "files:logs", "files:metrics", "prometheus", "loki", ...
+    status: CoverageStatus = "ok"
+    nodes_read: list[str] = Field(default_factory=list)
+    nodes_missing: list[str] = Field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    lines: int = 0
+    samples: int = 0
+    records: int = 0  # lines or samples kept as raw evidence
+    out_of_window: int = 0
+    invalid_utf8_lines: int = 0
+    overlong_lines: int = 0
+    binary_lines: int = 0
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def problems(self) -> int:
+        return self.invalid_utf8_lines + self.overlong_lines + self.binary_lines
+
+
+class RawEvidence(BaseModel):
+    """Everything fetched for one job: prefiltered lines, metric samples and coverage."""
+
+    job_id: str
+    records: list[RawRecord] = Field(default_factory=list)
+    samples: list[MetricSample] = Field(default_factory=list)
+    coverage: list[SourceCoverage] = Field(default_factory=list)
+
+
+AttrValue = str | int | float | bool | None
+
+
+class Observation(BaseModel):
+    """A normalized, typed event. `kind` is one of OBSERVATION_KINDS."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    node: str
+    time: datetime | None
+    time_quality: TimeQuality = "exact"
+    gpu: int | None = None  # GPU index where the line says it (cudaDev, label gpu=)
+    pci: str | None = None  # PCI bus id, "0000:91:00"
+    port: str | None = None  # NIC / IB port: "mlx5_0/1", "enp1s0f0np0", "Link 01"
+    peer: str | None = None  # remote address (NCCL peer)
+    code: int | None = None  # XID / SXid / exit code / errno
+    attrs: dict[str, AttrValue] = Field(default_factory=dict)
+    excerpt: str  # the raw line, trimmed
+    source: str
+    locator: str
+    parser: str  # id of the parser that produced it
+
+
+# The vocabulary shared by parsers (producers) and rules (consumers).
+OBSERVATION_KINDS: dict[str, str] = {
+    # GPU
+    "xid": "NVIDIA XID from the kernel log or DCGM (code; attrs: fatal, mnemonic, link, action)",
+    "sxid": "NVSwitch SXid (code; attrs: fatal, link)",
+    "gpu_lost": "GPU fell off the bus / inaccessible, stated without an XID",
+    "nvlink_error": "NVLink fault outside an XID line (link disabled, CUDA uncorrectable NVLink)",
+    "nvlink_counter": "NVLink error counter increased (DCGM CRC/replay/recovery)",
+    "gpu_ecc_uncorrectable": "uncorrectable ECC / DBE / row-remap failure (CUDA or DCGM)",
+    "cuda_error": "CUDA runtime error (attrs.error: illegal_address, launch_failure, ...)",
+    "cuda_oom": "CUDA out of memory in the application",
+    # network
+    "ib_completion_error": "NCCL NET/IB completion error (attrs: status, vendor_err, opcode)",
+    "ib_link_down": "NIC / IB port went down (mlx5 Link down, port state, counter)",
+    "ib_link_up": "NIC / IB port came back",
+    "nic_fatal": "NIC health fault (mlx5 unrecoverable, health compromised, cable error)",
+    "pcie_aer": "PCIe AER report (attrs.severity: corrected, nonfatal, fatal)",
+    "pcie_link_down": "PCIe link down on a port",
+    "nccl_system_error": "NCCL `unhandled system error`",
+    "nccl_remote_error": "NCCL `remote process exited or there was a network error`",
+    "nccl_abort": "NCCL communicator aborted / NCCL WARN about an abort",
+    "nccl_warn": "any other NCCL WARN line",
+    # collective / launcher symptoms
+    "collective_timeout": "PyTorch NCCL watchdog caught a collective timeout",
+    "watchdog_failure": "PyTorch watchdog tore the process down",
+    "child_failed": "torchrun ChildFailedError (attrs: exitcode, signal, rank, host)",
+    "process_exit": "srun task / elastic agent reports a non-zero exit",
+    "traceback": "Python exception (attrs: exc_type, message)",
+    "segfault": "process segfault",
+    # host
+    "host_oom_kill": "kernel OOM killer killed a process",
+    "cgroup_oom": "cgroup / slurmstepd oom-kill event",
+    "kernel_panic": "kernel panic / machine check / soft lockup / hung task",
+    "node_unreachable": "node not responding / rebooted (from logs of any node)",
+    # storage
+    "lustre_error": "Lustre error (attrs: rc, target, op)",
+    "nfs_error": "NFS server not responding",
+    "io_error": "block / filesystem I/O error, read-only remount, NVMe timeout",
+    "disk_full": "No space left on device",
+    # scheduler / orchestrator
+    "slurm_cancelled": "slurmstepd CANCELLED line (attrs.reason: time_limit, node_failure, "
+    "preemption, requeue, none)",
+    "k8s_oom_killed": "Kubernetes container terminated OOMKilled",
+    "k8s_evicted": "Kubernetes pod evicted / preempted (attrs.reason)",
+    "job_state": "the scheduler's final state, from the execution context (attrs.state)",
+}
+
+
+Role = Literal["root_cause", "symptom"]
+Status = Literal["attributed", "ambiguous", "unattributed", "not_failed"]
+
+CATEGORIES: dict[str, str] = {
+    "gpu.nvlink": "NVLink / NVSwitch fault",
+    "gpu.memory": "uncorrectable GPU memory error",
+    "gpu.lost": "GPU fell off the bus or became inaccessible",
+    "gpu.driver": "GPU firmware / driver fault",
+    "network.fabric": "InfiniBand / RoCE / Ethernet fabric fault",
+    "node.down": "node became unreachable, crashed or was marked failed",
+    "node.host_oom": "host kernel OOM killer ended the workload",
+    "storage": "filesystem or disk fault",
+    "app.gpu_oom": "the application ran out of GPU memory",
+    "app.error": "the application failed on its own",
+    "scheduler.time_limit": "the job hit its time limit",
+    "scheduler.cancelled": "the job was cancelled or preempted",
+}
+
+
+class Evidence(BaseModel):
+    """A pointer back to the raw line or query: `locator` reopens it."""
+
+    source: str
+    locator: str
+    time: datetime | None
+    node: str
+    excerpt: str
+
+
+class ChainLink(BaseModel):
+    time: datetime | None
+    node: str
+    kind: str
+    role: Role
+    summary: str
+    evidence: Evidence
+    gpu: int | None = None
+    pci: str | None = None
+    port: str | None = None
+    count: int = 1  # identical observations folded into this link
+
+
+class Candidate(BaseModel):
+    category: str
+    nodes: list[str]
+    score: float
+    rule: str | None = None
+    summary: str | None = None
+
+
+class Suspect(BaseModel):
+    node: str
+    gpu: int | None = None
+    pci: str | None = None
+    port: str | None = None
+
+
+class AttributionResult(BaseModel):
+    """The result contract of spec section 2, plus optional detail fields."""
+
+    job_id: str
+    failed: bool
+    status: Status
+    category: str | None
+    candidates: list[Candidate] = Field(default_factory=list)
+    suspect_nodes: list[str] = Field(default_factory=list)
+    symptom_chain: list[ChainLink] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    rules_version: str
+    # optional detail
+    cluster: str | None = None
+    state: str | None = None
+    confidence: float | None = None
+    rule: str | None = None
+    summary: str | None = None
+    scope: Literal["node", "shared"] | None = None  # shared: switch / storage, not a node fault
+    suspects: list[Suspect] = Field(default_factory=list)
+    remediation: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    coverage: list[SourceCoverage] = Field(default_factory=list)
+    analyzed_at: datetime | None = None
+
+    def contract_json(self, **kwargs: Any) -> str:
+        return self.model_dump_json(**kwargs)
