@@ -1,1 +1,22 @@
-"""resources."""
+"""Dagster resources: thin, pydantic-configured builders of connectors and sinks.
+
+Adding a connector means adding its client under `connectors/` and one resource here.
+"""
+
+from attribution_dagster.resources.files import LocalFilesResource
+from attribution_dagster.resources.settings import AnalysisSettingsResource
+from attribution_dagster.resources.sinks import (
+    AssetStoreResource,
+    SqlSinkResource,
+    StdoutSinkResource,
+)
+from attribution_dagster.resources.static import StaticCasesResource
+
+__all__ = [
+    "AnalysisSettingsResource",
+    "AssetStoreResource",
+    "LocalFilesResource",
+    "SqlSinkResource",
+    "StaticCasesResource",
+    "StdoutSinkResource",
+]

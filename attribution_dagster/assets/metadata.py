@@ -1,0 +1,148 @@
+"""Materialization metadata a person can read in the Dagster UI (Markdown tables, counts)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from dagster import MetadataValue
+
+from attribution_dagster.models import (
+    AttributionResult,
+    ExecutionContext,
+    Observation,
+    RawEvidence,
+    SourceCoverage,
+)
+
+MAX_ROWS = 50
+
+
+def _cell(value: Any, limit: int = 160) -> str:
+    text = "" if value is None else str(value)
+    text = text.replace("\x00", "\ufffd").replace("\r", " ").replace("\n", " ")
+    text = text.replace("|", "\\|").replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _time(t: datetime | None) -> str:
+    return t.isoformat() if t is not None else "?"
+
+
+def md_table(header: list[str], rows: list[list[Any]], more: int = 0) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    if more:
+        lines.append(f"\n… and {more} more")
+    return "\n".join(lines)
+
+
+def coverage_table(coverage: list[SourceCoverage]) -> str:
+    rows = [
+        [
+            c.source,
+            c.status,
+            ", ".join(c.nodes_read),
+            ", ".join(c.nodes_missing),
+            c.records,
+            c.lines or c.samples,
+            c.problems,
+            "; ".join(c.errors),
+        ]
+        for c in coverage
+    ]
+    return md_table(
+        ["source", "status", "nodes read", "nodes missing", "kept", "lines/samples", "bad lines",
+         "errors"],
+        rows,
+    )
+
+
+def partial_sources(coverage: list[SourceCoverage]) -> list[str]:
+    """Sources that failed or delivered only part of what was asked."""
+    return [c.source for c in coverage if c.status in ("partial", "failed") or c.errors]
+
+
+def context_metadata(ctx: ExecutionContext, case_dir: str) -> dict[str, Any]:
+    return {
+        "job_id": ctx.job_id,
+        "cluster": ctx.cluster or "",
+        "scheduler": ctx.scheduler,
+        "state": ctx.state.value,
+        "exit_code": ctx.exit_code if ctx.exit_code is not None else "",
+        "nodes": MetadataValue.int(len(ctx.nodes)),
+        "node names": ", ".join(ctx.nodes[:MAX_ROWS]),
+        "gpu_model": ctx.gpu_model or "",
+        "start": ctx.start.isoformat(),
+        "end": ctx.end.isoformat(),
+        "case_dir": MetadataValue.path(case_dir),
+    }
+
+
+def evidence_metadata(ctx: ExecutionContext, raw: RawEvidence) -> dict[str, Any]:
+    per_node = Counter(r.node for r in raw.records) + Counter(s.node for s in raw.samples)
+    silent = [n for n in ctx.nodes if per_node.get(n, 0) == 0]
+    partial = partial_sources(raw.coverage)
+    return {
+        "records": MetadataValue.int(len(raw.records)),
+        "metric samples": MetadataValue.int(len(raw.samples)),
+        "coverage": MetadataValue.md(coverage_table(raw.coverage)),
+        "partial data": MetadataValue.bool(bool(partial)),
+        "failed or partial sources": ", ".join(partial) or "none",
+        "nodes with no kept lines": ", ".join(silent) or "none",
+    }
+
+
+def observations_metadata(observations: list[Observation]) -> dict[str, Any]:
+    kinds: dict[str, set[str]] = {}
+    counts = Counter(o.kind for o in observations)
+    for o in observations:
+        kinds.setdefault(o.kind, set()).add(o.node)
+    rows = [[k, n, ", ".join(sorted(kinds[k]))] for k, n in counts.most_common(MAX_ROWS)]
+    return {
+        "observations": MetadataValue.int(len(observations)),
+        "kinds": MetadataValue.md(md_table(["kind", "count", "nodes"], rows)) if rows else "none",
+    }
+
+
+def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
+    chain = result.symptom_chain
+    rows = [
+        [_time(link.time), link.node, link.kind, link.role, link.count, link.summary,
+         link.evidence.locator]
+        for link in chain[:MAX_ROWS]
+    ]
+    partial = partial_sources(result.coverage)
+    md: dict[str, Any] = {
+        "status": result.status,
+        "category": result.category or "—",
+        "suspect nodes": ", ".join(result.suspect_nodes) or "none",
+        "summary": result.summary or "",
+        "symptom chain": MetadataValue.md(
+            md_table(["time", "node", "kind", "role", "count", "summary", "evidence"], rows,
+                     more=max(0, len(chain) - MAX_ROWS))
+            if rows
+            else "_no observations_"
+        ),
+        "evidence items": MetadataValue.int(len(result.evidence)),
+        "root causes": MetadataValue.int(sum(1 for x in chain if x.role == "root_cause")),
+        "symptoms": MetadataValue.int(sum(1 for x in chain if x.role == "symptom")),
+        "partial data": MetadataValue.bool(bool(partial)),
+        "failed or partial sources": ", ".join(partial) or "none",
+        "rules_version": result.rules_version,
+    }
+    if result.confidence is not None:
+        md["confidence"] = MetadataValue.float(float(result.confidence))
+    if result.candidates:
+        md["candidates"] = MetadataValue.md(
+            md_table(
+                ["category", "nodes", "score"],
+                [[c.category, ", ".join(c.nodes), f"{c.score:.2f}"] for c in result.candidates],
+            )
+        )
+    if result.remediation:
+        md["remediation"] = result.remediation
+    if result.notes:
+        md["notes"] = MetadataValue.md("\n".join(f"- {_cell(n, 300)}" for n in result.notes))
+    return md

@@ -1,0 +1,105 @@
+"""The Dagster code location: one `Definitions`, configured by `attribution_dagster.config`.
+
+Loaded by `workspace.yaml` (`dagster dev -w workspace.yaml`, `make ui`) and by
+`local_run` (`make run`). Configuration: see config.py (YAML file and/or ATTRIBUTION_*
+environment variables; secrets only from the environment).
+"""
+
+from __future__ import annotations
+
+import os
+
+from dagster import (
+    AssetSelection,
+    Backoff,
+    Definitions,
+    EnvVar,
+    RetryPolicy,
+    define_asset_job,
+    in_process_executor,
+)
+
+from attribution_dagster.assets import build_job_assets
+from attribution_dagster.config import AttributionConfig, load_config
+from attribution_dagster.resources import (
+    AnalysisSettingsResource,
+    AssetStoreResource,
+    LocalFilesResource,
+    SqlSinkResource,
+    StaticCasesResource,
+    StdoutSinkResource,
+)
+from attribution_dagster.sensors import build_case_directory_sensor
+from attribution_dagster.sinks.sql import default_sqlite_url
+
+ATTRIBUTE_JOB = "attribute_job"
+
+
+def build_resources(config: AttributionConfig) -> dict[str, object]:
+    """Resources from the config; anything read from the environment stays an `EnvVar`."""
+    sink = config.sink
+    if sink.url_env:
+        sink_url: object = EnvVar(sink.url_env)
+    else:
+        sink_url = sink.url or default_sqlite_url(config.base_dir)
+    password: object = EnvVar(sink.password_env) if sink.password_env else None
+    if os.environ.get("ATTRIBUTION_STORE_URL"):
+        store_url: object = EnvVar("ATTRIBUTION_STORE_URL")
+        store_password: object = None
+    elif sink.store_url:
+        store_url, store_password = sink.store_url, password
+    else:
+        store_url, store_password = sink_url, password
+    a = config.analysis
+    return {
+        "cases": StaticCasesResource(case_root=str(config.case_root_path)),
+        "files": LocalFilesResource(max_line_bytes=a.max_line_bytes, workers=a.workers),
+        "analysis": AnalysisSettingsResource(
+            lead_seconds=a.lead_seconds,
+            lag_seconds=a.lag_seconds,
+            skew_seconds=a.skew_seconds,
+            max_line_bytes=a.max_line_bytes,
+            workers=a.workers,
+            fetch_retries=config.retry.max_retries,
+            fetch_retry_delay_seconds=config.retry.delay_seconds,
+        ),
+        "store": AssetStoreResource(url=store_url, password=store_password),
+        "sink": SqlSinkResource(url=sink_url, password=password),
+        "stdout": StdoutSinkResource(enabled=sink.stdout),
+    }
+
+
+def build_definitions(config: AttributionConfig | None = None) -> Definitions:
+    config = config or load_config()
+    assets = build_job_assets(
+        max_partitions_per_run=config.max_partitions_per_run,
+        fetch_retry=RetryPolicy(
+            max_retries=config.retry.max_retries,
+            delay=config.retry.delay_seconds,
+            backoff=Backoff.EXPONENTIAL,
+        ),
+    )
+    job = define_asset_job(
+        ATTRIBUTE_JOB,
+        selection=AssetSelection.assets(*assets),  # includes the attribution checks
+        # Steps take milliseconds: a subprocess per step would cost seconds.
+        executor_def=in_process_executor,
+        description="Attribute one or more finished jobs (all four per-job assets).",
+    )
+    sensor = build_case_directory_sensor(
+        job,
+        interval_seconds=config.sensor.interval_seconds,
+        max_cases_per_tick=config.sensor.max_cases_per_tick,
+        settle_seconds=config.sensor.settle_seconds,
+        enabled=config.sensor.enabled,
+    )
+    return Definitions(
+        assets=assets,
+        jobs=[job],
+        sensors=[sensor],
+        resources=build_resources(config),
+        executor=in_process_executor,
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,585 @@
+"""Decoders: the few things a regex cannot say, registered by name for parsers.yaml.
+
+A decoder gets the regex groups, the text it matched and a mutable draft
+(`fields`, `attrs`, optional `node_host`, `excerpt`). It fills in what needs code (code tables,
+reading `Fatal` vs `Nonfatal`, exception families) and returns False to veto the match.
+Decoders must never raise on odd input: the catalog wraps them anyway, but they are written
+to treat every group as optional.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as _signal
+from collections.abc import Callable
+from typing import Any
+
+Draft = dict[str, Any]
+Decoder = Callable[[dict[str, str | None], str, Draft], bool]
+
+DECODERS: dict[str, Decoder] = {}
+
+
+def decoder(name: str) -> Callable[[Decoder], Decoder]:
+    def register(fn: Decoder) -> Decoder:
+        DECODERS[name] = fn
+        return fn
+
+    return register
+
+
+# --- XID -------------------------------------------------------------------------------------
+
+# code -> (mnemonic, subsystem); subsystem lets rules group codes without repeating tables.
+XID_TABLE: dict[int, tuple[str, str]] = {
+    8: ("FIFO_IDLE_TIMEOUT", "hang"),
+    13: ("GR_EXCEPTION", "app"),
+    31: ("MMU_ERR_FLT", "app"),
+    32: ("PBDMA_ERROR", "app"),
+    43: ("RESETCHANNEL_VERIF_ERROR", "secondary"),
+    45: ("PREEMPTIVE_REMOVAL", "secondary"),
+    46: ("GPU_TIMEOUT_ERROR", "hang"),
+    48: ("GPU_ECC_DBE", "memory"),
+    62: ("PMU_HALT_ERROR", "driver"),
+    63: ("INFOROM_DRAM_RETIREMENT_EVENT", "memory"),
+    64: ("INFOROM_DRAM_RETIREMENT_FAILURE", "memory"),
+    69: ("GR_CLASS_ERROR", "app"),
+    74: ("NVLINK_ERROR", "nvlink"),
+    79: ("GPU_HAS_FALLEN_OFF_THE_BUS", "bus"),
+    92: ("EXCESSIVE_SBE_INTERRUPTS", "memory"),
+    94: ("CONTAINED_ECC_ERROR", "memory"),
+    95: ("UNCONTAINED_ECC_ERROR", "memory"),
+    109: ("CTXSW_TIMEOUT_ERROR", "driver"),
+    119: ("GSP_RPC_TIMEOUT", "driver"),
+    120: ("GSP_ERROR", "driver"),
+    121: ("C2C_ERROR", "bus"),
+    136: ("ALI_TRAINING_FAIL", "nvlink"),
+    137: ("NVLINK_PRIV_ERR", "nvlink"),
+    140: ("UNRECOVERABLE_ECC_ERROR_ESCAPE", "memory"),
+    143: ("GPU_INIT_ERROR", "driver"),
+    144: ("NVLINK_SAW_ERROR", "nvlink"),
+    145: ("NVLINK_RLW_ERROR", "nvlink"),
+    146: ("NVLINK_TLW_ERROR", "nvlink"),
+    147: ("NVLINK_TREX_ERROR", "nvlink"),
+    148: ("NVLINK_NVLPW_CTRL_ERROR", "nvlink"),
+    149: ("NVLINK_NETIR_ERROR", "nvlink"),
+    150: ("NVLINK_MSE_ERROR", "nvlink"),
+    154: ("GPU_RECOVERY_ACTION_CHANGED", "recovery"),
+    155: ("NVLINK_SW_DEFINED_ERROR", "nvlink"),
+    156: ("RESOURCE_RETIREMENT_EVENT", "memory"),
+    157: ("RESOURCE_RETIREMENT_FAILURE", "memory"),
+    158: ("GPU_FATAL_TIMEOUT", "hang"),
+    162: ("PSHC_REENGAGED", "power"),
+    163: ("PSHC_DISENGAGED", "power"),
+    164: ("PSHC_LOW_LIFETIME", "power"),
+    165: ("PSHC_ZERO_LIFETIME", "power"),
+    166: ("NVLINK_SECURE_ERROR", "nvlink"),
+    167: ("PCIE_FATAL_TIMEOUT", "bus"),
+    168: ("REDUCED_GPU_MEMORY_CAPACITY", "memory"),
+    169: ("SEC2_HALT_ERROR", "driver"),
+    170: ("NVLINK_SECURE_ERROR_2", "nvlink"),
+}
+
+# nvmlDeviceGpuRecoveryAction_t, for XID 154 lines that give only the number.
+RECOVERY_ACTIONS = {
+    0: "None",
+    1: "GPU Reset",
+    2: "Node Reboot",
+    3: "Drain P2P",
+    4: "Drain and Reset",
+    5: "Recover IMEX Domain",
+    6: "Bus Reset",
+    7: "System Reboot",
+}
+
+_NONFATAL = re.compile(r"\bNon-?[Ff]atal\b|\bnon-?fatal\b|\bNONFATAL\b|\bNON-FATAL\b")
+_FATAL = re.compile(r"\b[Ff]atal\b|\bFATAL\b")
+_EVENT = re.compile(r"^\s*([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b")
+_LINK = re.compile(r"\b[Ll]ink (\d{1,3})\b")
+_ACTION = re.compile(r"from 0x([0-9a-fA-F]+)(?: \(([^)]*)\))? to 0x([0-9a-fA-F]+)(?: \(([^)]*)\))?")
+_GPC = re.compile(r"\bGPC ?(\d+)")
+_TPC = re.compile(r"\bTPC ?(\d+)")
+_SM = re.compile(r"\bSM ?(\d+)")
+_PID = re.compile(r"\bpid=(\d+)")
+_NAME = re.compile(r"\bname=([^,]*)")
+
+
+def read_fatal(text: str) -> bool | None:
+    """`Nonfatal`/`Non-Fatal` first, since both contain `Fatal`; None when the line is silent."""
+    if _NONFATAL.search(text):
+        return False
+    if _FATAL.search(text):
+        return True
+    return None
+
+
+def _int(s: str | None, base: int = 10) -> int | None:
+    if s is None:
+        return None
+    try:
+        return int(s, base)
+    except ValueError:
+        return None
+
+
+def _link(text: str, draft: Draft) -> None:
+    m = _LINK.search(text)
+    if m:
+        link = int(m.group(1))
+        draft["attrs"]["link"] = link
+        draft["fields"].setdefault("port", f"link {link}")
+
+
+@decoder("xid")
+def decode_xid(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """Mnemonic from the table, and what the line itself says: fatality, event, link, action."""
+    code = draft["fields"].get("code")
+    if not isinstance(code, int):
+        return False
+    rest = groups.get("rest") or ""
+    mnemonic, subsystem = XID_TABLE.get(code, ("UNKNOWN", "unknown"))
+    attrs = draft["attrs"]
+    attrs["mnemonic"] = mnemonic
+    attrs["subsystem"] = subsystem
+    pid, name = _PID.search(rest), _NAME.search(rest)
+    if pid:
+        attrs["pid"] = int(pid.group(1))
+    if name and name.group(1).strip() not in ("<unknown>", ""):
+        attrs["process"] = name.group(1).strip()
+    # the message after the optional "pid=..., name=...," prefix
+    msg = re.sub(r"^\s*pid=[^,]*,\s*(?:name=[^,]*,\s*)?", "", rest)
+    attrs["text"] = msg.strip()[:200]
+    attrs["fatal"] = read_fatal(msg)
+    ev = _EVENT.match(msg)
+    if ev:
+        attrs["event"] = ev.group(1)
+    _link(msg, draft)
+    if code == 154:
+        m = _ACTION.search(msg)
+        if m:
+            to_code = int(m.group(3), 16)
+            attrs["action_code"] = to_code
+            attrs["action"] = (m.group(4) or RECOVERY_ACTIONS.get(to_code, "unknown")).strip()
+            prev = int(m.group(1), 16)
+            attrs["previous_action"] = (m.group(2) or RECOVERY_ACTIONS.get(prev, "unknown")).strip()
+    if code == 13:
+        for key, rx in (("gpc", _GPC), ("tpc", _TPC), ("sm", _SM)):
+            m = rx.search(msg)
+            if m:
+                attrs[key] = int(m.group(1))
+        detail = re.search(r"\):\s*(.+)$", msg)
+        if detail:
+            attrs["detail"] = detail.group(1).strip()[:120]
+    if code in (94, 95):
+        attrs["contained"] = code == 94
+    return True
+
+
+@decoder("sxid")
+def decode_sxid(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    rest = groups.get("rest") or ""
+    draft["attrs"]["fatal"] = read_fatal(rest)
+    draft["attrs"]["text"] = rest.strip()[:200]
+    _link(rest, draft)
+    return True
+
+
+@decoder("link")
+def decode_link(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """NVLink lines outside XIDs: `link 2` -> attrs.link and port."""
+    _link(text, draft)
+    return True
+
+
+# --- NCCL / IB -------------------------------------------------------------------------------
+
+IBV_WC_STATUS = {
+    0: "success",
+    1: "loc_len",
+    2: "loc_qp_op",
+    3: "loc_eec_op",
+    4: "loc_prot",
+    5: "wr_flush",
+    6: "mw_bind",
+    7: "bad_resp",
+    8: "loc_access",
+    9: "rem_inv_req",
+    10: "rem_access",
+    11: "rem_op",
+    12: "retry_exceeded",
+    13: "rnr_retry",
+    14: "loc_rdd_viol",
+    15: "rem_inv_rd_req",
+    16: "rem_abort",
+    17: "inv_eecn",
+    18: "inv_eec_state",
+    19: "fatal",
+    20: "resp_timeout",
+    21: "general",
+}
+
+
+@decoder("ib_status")
+def decode_ib_status(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    status = draft["attrs"].get("status")
+    if isinstance(status, int):
+        draft["attrs"]["status_name"] = IBV_WC_STATUS.get(status, "unknown")
+    return True
+
+
+# --- PCIe AER --------------------------------------------------------------------------------
+
+
+@decoder("aer")
+def decode_aer(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """Severity; `Non-Fatal` is tested before `Fatal` because it contains it."""
+    sev = (groups.get("sev") or groups.get("sev2") or "").lower()
+    if "non-fatal" in sev or "nonfatal" in sev:
+        draft["attrs"]["severity"] = "nonfatal"
+    elif "fatal" in sev:
+        draft["attrs"]["severity"] = "fatal"
+    elif sev.startswith("correct"):
+        draft["attrs"]["severity"] = "corrected"
+    else:
+        return False
+    return True
+
+
+# --- Python exceptions ------------------------------------------------------------------------
+
+_NOT_EXCEPTIONS = {"LustreError", "NVRM", "Error", "Exception"}
+_NCCL_TEXT = re.compile(
+    r"NCCL|nccl|communicator|[Ww]atchdog|DistBackendError|ProcessGroup|remote process exited"
+)
+_IO_ERRNO = re.compile(
+    r"Errno (?:5|28|30|107|108|116|122)\b|Input/output error|No space left|Read-only file system"
+    r"|Stale file handle|transport endpoint|Disk quota exceeded"
+)
+_CUDA_TEXT = re.compile(r"CUDA|cuda|cuBLAS|CUBLAS|cuDNN|CUDNN|AcceleratorError")
+_OOM_TEXT = re.compile(
+    r"CUDA out of memory|CUDA error: out of memory|CUDA driver error: out of memory"
+    r"|cuda runtime error \(2\) : out of memory|OutOfMemoryError"
+)
+
+
+def classify_exception(exc_type: str, message: str) -> str:
+    """nccl, cuda_oom, cuda, io, signal, child_failed or app: what the exception is about."""
+    short = exc_type.rsplit(".", 1)[-1]
+    both = f"{exc_type} {message}"
+    if short == "ChildFailedError":
+        return "child_failed"
+    if short in ("SignalException", "KeyboardInterrupt", "SystemExit"):
+        return "signal"
+    if _OOM_TEXT.search(both) and not short.startswith("nccl"):
+        return "cuda_oom"
+    if short.startswith("nccl") or _NCCL_TEXT.search(both):
+        return "nccl"
+    if _CUDA_TEXT.search(both):
+        return "cuda"
+    if short in ("OSError", "IOError", "FileNotFoundError", "PermissionError", "BlockingIOError"):
+        if _IO_ERRNO.search(message):
+            return "io"
+        return "app"
+    if _IO_ERRNO.search(message) and short in ("RuntimeError", "ConnectionError"):
+        return "io"
+    return "app"
+
+
+@decoder("exception")
+def decode_exception(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    exc = groups.get("exc") or ""
+    short = exc.rsplit(".", 1)[-1]
+    if short in _NOT_EXCEPTIONS:
+        return False
+    msg = (groups.get("msg") or "").strip()
+    draft["attrs"]["exc_type"] = exc
+    draft["attrs"]["message"] = msg[:240]
+    draft["attrs"]["family"] = classify_exception(exc, msg)
+    errno = re.search(r"\[Errno (\d+)\]", msg)
+    if errno:
+        draft["attrs"]["errno"] = int(errno.group(1))
+    return True
+
+
+# --- CUDA --------------------------------------------------------------------------------------
+
+_CUDA_ERRORS: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(r"illegal memory access|ILLEGAL_ADDRESS|cudaErrorIllegalAddress"),
+        "illegal_address",
+    ),
+    (re.compile(r"misaligned address|MISALIGNED_ADDRESS"), "misaligned_address"),
+    (
+        re.compile(r"unspecified launch failure|LAUNCH_FAILED|cudaErrorLaunchFailure"),
+        "launch_failure",
+    ),
+    (re.compile(r"device-side assert|ASSERT\b"), "device_assert"),
+    (re.compile(r"illegal instruction|ILLEGAL_INSTRUCTION"), "illegal_instruction"),
+    (re.compile(r"launch timed out|LAUNCH_TIMEOUT"), "launch_timeout"),
+    (re.compile(r"no CUDA-capable device|NO_DEVICE|driver version is insufficient"), "no_device"),
+    (re.compile(r"initialization error|NOT_INITIALIZED"), "init_error"),
+    (re.compile(r"\b999\b|unknown error|CUDA_ERROR_UNKNOWN"), "unknown"),
+    (re.compile(r"ECC error|ECC_UNCORRECTABLE"), "ecc_uncorrectable"),
+    (re.compile(r"NVLink|NVLINK_UNCORRECTABLE"), "nvlink_uncorrectable"),
+]
+
+
+@decoder("cuda_error")
+def decode_cuda_error(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    msg = groups.get("msg") or text
+    for rx, name in _CUDA_ERRORS:
+        if rx.search(msg):
+            draft["attrs"]["error"] = name
+            break
+    else:
+        draft["attrs"]["error"] = "other"
+    draft["attrs"]["message"] = msg.strip()[:200]
+    return True
+
+
+# --- launcher / scheduler ----------------------------------------------------------------------
+
+
+def signal_name(num: int) -> str | None:
+    try:
+        return _signal.Signals(num).name
+    except ValueError:
+        return None
+
+
+@decoder("exit_signal")
+def decode_exit_signal(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """Negative exit codes (torchrun) are signals; srun `Killed`/`Segmentation fault` too."""
+    attrs = draft["attrs"]
+    code = attrs.get("exit_code")
+    if isinstance(code, int) and code < 0:
+        attrs["signal"] = -code
+        attrs["signal_name"] = signal_name(-code)
+    how = groups.get("how") or ""
+    named = {
+        "Killed": 9,
+        "Terminated": 15,
+        "Segmentation fault": 11,
+        "Aborted": 6,
+        "Bus error": 7,
+    }
+    for word, num in named.items():
+        if how.startswith(word):
+            attrs["signal"] = num
+            attrs["signal_name"] = signal_name(num)
+    if isinstance(code, int) and code > 128 and "signal" not in attrs:
+        attrs["signal"] = code - 128
+        attrs["signal_name"] = signal_name(code - 128)
+    return True
+
+
+_ROOT = re.compile(r"Root Cause \(first observed failure\)")
+_BLOCK_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*?)\s*$")
+_SIGNAL_TXT = re.compile(r"Signal (\d+) \((SIG\w+)\)")
+
+
+@decoder("child_failed")
+def decode_child_failed(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """Read the torchrun summary block that follows a ChildFailedError line, when present."""
+    lines = [strip_prefix(ln) for ln in text.split("\n")]
+    start = next((i for i, ln in enumerate(lines) if _ROOT.search(ln)), None)
+    attrs = draft["attrs"]
+    attrs["failures"] = sum(1 for ln in lines if re.match(r"^\s*\[\d+\]:\s*$", ln))
+    if start is None:
+        # no root-cause section in view: fall back to the first failure listed, if any
+        start = 0
+    seen: dict[str, str] = {}
+    for ln in lines[start + 1 :]:
+        m = _BLOCK_FIELD.match(ln)
+        if m and m.group(1) not in seen:
+            seen[m.group(1)] = m.group(2)
+        if ln.strip().startswith("====") and seen:
+            break
+    if "host" in seen:
+        attrs["host"] = seen["host"]
+        draft["node_host"] = seen["host"]
+    if "rank" in seen:
+        m = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", seen["rank"])
+        if m:
+            attrs["rank"] = int(m.group(1))
+            if m.group(2):
+                attrs["local_rank"] = int(m.group(2))
+    if "exitcode" in seen:
+        m = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", seen["exitcode"])
+        if m:
+            attrs["exit_code"] = int(m.group(1))
+            draft["fields"]["code"] = int(m.group(1))
+            if m.group(2):
+                attrs["pid"] = int(m.group(2))
+            if int(m.group(1)) < 0:
+                attrs["signal"] = -int(m.group(1))
+                attrs["signal_name"] = signal_name(-int(m.group(1)))
+    if "traceback" in seen:
+        m = _SIGNAL_TXT.search(seen["traceback"])
+        if m:
+            attrs["signal"] = int(m.group(1))
+            attrs["signal_name"] = m.group(2)
+    if "time" in seen:
+        attrs["failed_at"] = seen["time"]
+    parts = [lines[0].strip()] + [f"{k}: {v}" for k, v in seen.items() if k != "error_file"]
+    draft["excerpt"] = " | ".join(parts)
+    return True
+
+
+_CANCEL_REASONS = {
+    "TIME LIMIT": "time_limit",
+    "PREEMPTION": "preemption",
+    "NODE FAILURE": "node_failure",
+    "JOB REQUEUE": "requeue",
+}
+
+
+@decoder("slurm_cancel")
+def decode_slurm_cancel(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    due = (groups.get("due") or "").strip()
+    reason = "none"
+    for key, name in _CANCEL_REASONS.items():
+        if due.startswith(key):
+            reason = name
+    if due and reason == "none":
+        reason = due.lower().replace(" ", "_")[:40]
+    draft["attrs"]["reason"] = reason
+    return True
+
+
+_KERNEL_WHAT = [
+    ("Kernel panic", "panic"),
+    ("soft lockup", "soft_lockup"),
+    ("hard LOCKUP", "hard_lockup"),
+    ("blocked for more than", "hung_task"),
+    ("Machine check events logged", "mce"),
+    ("[Hardware Error]", "mce"),
+]
+
+
+@decoder("kernel_what")
+def decode_kernel_what(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    for needle, what in _KERNEL_WHAT:
+        if needle in text:
+            draft["attrs"]["what"] = what
+            return True
+    return False
+
+
+_DISRUPTION = {
+    "PreemptionByScheduler": "preempted",
+    "PreemptionByKubeScheduler": "preempted",
+    "DeletionByTaintManager": "taint",
+    "EvictionByEvictionAPI": "eviction_api",
+    "DeletionByPodGC": "pod_gc",
+    "TerminationByKubelet": "kubelet",
+}
+
+
+@decoder("k8s_evicted")
+def decode_k8s_evicted(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    attrs = draft["attrs"]
+    for word, reason in _DISRUPTION.items():
+        if word in text:
+            attrs["reason"] = reason
+            return True
+    res = re.search(r"low on resource: (\w[\w-]*)", text)
+    if res:
+        attrs["reason"] = "node_pressure"
+        attrs["resource"] = res.group(1)
+        return True
+    if re.search(r"\bPreempted\b", text):
+        attrs["reason"] = "preempted"
+        return True
+    attrs["reason"] = "evicted"
+    return True
+
+
+_IO_WHAT = {
+    "d1": "buffer_io",
+    "d2": "block_io",
+    "d3": "ext4_error",
+    "d4": "remount_ro",
+    "d5": "nvme_reset",
+    "ro": "remount_ro",
+    "eio": "eio",
+    "esh": "transport_shutdown",
+    "xfs": "xfs_shutdown",
+}
+
+
+@decoder("io_error")
+def decode_io_error(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """attrs.what says which I/O failure the line reports; attrs.device where named."""
+    for group, what in _IO_WHAT.items():
+        val = groups.get(group)
+        if val:
+            draft["attrs"]["what"] = what
+            if group.startswith("d"):
+                draft["attrs"]["device"] = val
+            return True
+    return False
+
+
+_GLOBAL_RANK = re.compile(r"\[rank(\d{1,7})\]:")
+_PG_RANK = re.compile(r"\[(?:PG (?:ID )?(\d{1,6})[^\]]{0,200}?)?Rank (\d{1,7})\]")
+
+
+@decoder("torch_ranks")
+def decode_torch_ranks(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """`[rankN]:` is the global rank (torchrun prefix); `[PG x Rank N]` the process-group rank."""
+    attrs = draft["attrs"]
+    g = _GLOBAL_RANK.search(text)
+    if g:
+        attrs["global_rank"] = int(g.group(1))
+    if "rank" not in attrs:
+        r = _PG_RANK.search(text)
+        if r:
+            attrs["rank"] = int(r.group(2))
+            if r.group(1) is not None and "pg" not in attrs:
+                attrs["pg"] = int(r.group(1))
+    return True
+
+
+# Log-line prefixes that stand between a line's start and what the application printed:
+# ISO / RFC 3164 / dmesg stamps, an optional `host tag[pid]: `, srun's `N: ` task label and
+# torchrun's `[rankN]:` / `[defaultN]:`. Bounded quantifiers keep it linear on long lines.
+_PREFIX = re.compile(
+    r"^(?:(?:\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+-]\d\d:?\d\d)?"
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
+    r"|\[ {0,12}\d{1,12}\.\d{1,9}\])\s{1,4}"
+    r"(?:[\w.-]{1,64} [\w./-]{1,64}(?:\[\d{1,10}\])?: )?)?"
+    r"(?:\d{1,6}: )?(?:\[(?:rank|default)\d{0,7}\]:\s?)?"
+)
+
+
+def strip_prefix(line: str) -> str:
+    """The line without timestamp / host / srun / torchrun prefixes."""
+    m = _PREFIX.match(line)
+    return line[m.end() :] if m and m.end() else line
+
+
+# Attrs each decoder may set (for docs/parsers.md; the catalog adds the regex-mapped ones).
+DECODER_ATTRS: dict[str, list[str]] = {
+    "xid": [
+        "mnemonic", "subsystem", "fatal", "event", "link", "action", "action_code",
+        "previous_action", "gpc", "tpc", "sm", "detail", "contained", "pid", "process", "text",
+    ],
+    "sxid": ["fatal", "link", "text"],
+    "link": ["link"],
+    "ib_status": ["status_name"],
+    "aer": ["severity"],
+    "exception": ["exc_type", "message", "family", "errno"],
+    "cuda_error": ["error", "message"],
+    "exit_signal": ["signal", "signal_name"],
+    "child_failed": [
+        "host", "rank", "local_rank", "exit_code", "pid", "signal", "signal_name", "failed_at",
+        "failures",
+    ],
+    "slurm_cancel": ["reason"],
+    "kernel_what": ["what"],
+    "k8s_evicted": ["reason", "resource"],
+    "io_error": ["what", "device"],
+    "torch_ranks": ["global_rank", "rank", "pg"],
+}  # fmt: skip

@@ -1,0 +1,914 @@
+"""The rule engine: root cause vs downstream symptoms for one job.
+
+    engine = load_engine()                       # validates rules.yaml
+    result = engine.attribute(ctx, observations, coverage, settings)
+
+Steps (each visible in `attribute`):
+
+1. keep observations on the job's nodes inside [start - lead, end + lag]; add the scheduler's
+   final state as a `job_state` observation;
+2. classify each by the first applicable rule (file order = precedence): cause, symptom, noise;
+3. group causes into candidates by (category, node), or by category for job-wide rules, and
+   fold the same fault on many nodes at once into one *shared* candidate (switch, storage);
+4. score: rule weight, + bonus when the cause precedes the first symptom it explains
+   (clock skew tolerated), - penalty when it comes after them (teardown), - penalty for an
+   unknown time, + a small, capped corroboration bonus (specificity over volume);
+5. let candidates explain each other (an XID 79 explains later IB retry errors; an earlier
+   infrastructure fault outranks a TIMEOUT state), then decide attributed / ambiguous /
+   unattributed, and build a time-ordered symptom chain with evidence.
+
+Run `python -m attribution_dagster.rules.engine --markdown > docs/rules.md` for the catalog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from attribution_dagster.models import (
+    CATEGORIES,
+    AnalysisSettings,
+    AttributionResult,
+    Candidate,
+    ChainLink,
+    Evidence,
+    ExecutionContext,
+    JobState,
+    Observation,
+    SourceCoverage,
+    Suspect,
+)
+from attribution_dagster.rules.rulebook import (
+    SYMPTOMS_TOKEN,
+    TEMPLATE_FIELD,
+    TEMPLATE_NAMES,
+    Rule,
+    Rulebook,
+    RulebookError,
+    field_value,
+    load_rulebook,
+)
+
+__all__ = ["RuleEngine", "RulebookError", "load_engine", "render_markdown", "DEFAULT_RULES"]
+
+DEFAULT_RULES = Path(__file__).with_name("rules.yaml")
+SCHEDULER_NODE = "(scheduler)"  # node of the synthesized job_state observation
+STATES_AS_EVIDENCE = {
+    JobState.TIMEOUT,
+    JobState.NODE_FAIL,
+    JobState.OUT_OF_MEMORY,
+    JobState.PREEMPTED,
+    JobState.CANCELLED,
+}
+METRIC_ORIGINS = {"dcgm", "metric", "prometheus"}
+KIND_LABELS = {
+    "collective_timeout": "NCCL timeouts",
+    "watchdog_failure": "NCCL watchdog teardowns",
+    "nccl_remote_error": "NCCL remote errors",
+    "nccl_system_error": "NCCL system errors",
+    "nccl_abort": "NCCL aborts",
+    "ib_completion_error": "IB completion errors",
+    "child_failed": "torchrun child failures",
+    "process_exit": "task exits",
+    "traceback": "tracebacks",
+}
+
+
+def _utc(t: datetime | None) -> datetime | None:
+    if t is None:
+        return None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def _hms(t: datetime | None) -> str:
+    return t.strftime("%H:%M:%SZ") if t is not None else "unknown time"
+
+
+def _secs(a: datetime, b: datetime) -> float:
+    return (a - b).total_seconds()
+
+
+def _gpu_ref(obs: Observation) -> str:
+    if obs.pci:
+        return f"GPU {obs.pci}"
+    if obs.gpu is not None:
+        return f"GPU {obs.gpu}"
+    return "GPU (unidentified)"
+
+
+def render(template: str, obs: Observation) -> str:
+    """Fill `{field}` / `{attrs.name|fallback}` from an observation; absent -> fallback."""
+
+    def value_of(name: str) -> Any:
+        if name == "gpu_ref":
+            return _gpu_ref(obs)
+        if name == "time":
+            return _hms(_utc(obs.time)) if obs.time_quality != "unknown" else None
+        return field_value(obs, name)
+
+    def one(m: Any) -> str:
+        # {a|b|literal}: the first present field among the alternatives, else the literal
+        name, fallback = m.group(1), m.group(2)
+        value = value_of(name)
+        alternatives = fallback.split("|") if fallback is not None else []
+        while (value is None or value == "") and alternatives:
+            alt = alternatives.pop(0)
+            if alt in TEMPLATE_NAMES or alt.startswith("attrs."):
+                value = value_of(alt)
+            else:
+                value = alt
+        if value is None:
+            return "unknown"
+        return str(value)
+
+    return TEMPLATE_FIELD.sub(one, template).strip()
+
+
+@dataclass
+class Item:
+    """One classified observation."""
+
+    obs: Observation
+    rule: Rule
+    t: datetime | None  # None when the time is unknown
+    tolerance: float  # extra timing slack (metrics are scraped, not logged)
+
+    @property
+    def summary(self) -> str:
+        return render(self.rule.summary, self.obs)
+
+    @property
+    def exact(self) -> bool:
+        """The line carried its own time. An inherited time is only a lower bound: the line
+        was written at or after the timed line it borrowed from."""
+        return self.t is not None and self.obs.time_quality == "exact"
+
+
+@dataclass
+class Cand:
+    category: str
+    scope: str  # node | job | shared
+    items: list[Item]
+    nodes: list[str]  # suspect nodes (empty for shared and non-locating job-wide rules)
+    affected: list[str]  # nodes with an observation
+    label: str | None = None  # shared: "switch", "storage"
+    score: float = 0.0
+    absorbed: list[Cand] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rule(self) -> Rule:
+        return max(self.items, key=lambda i: i.rule.weight).rule
+
+    @property
+    def lead(self) -> Item:
+        """The item that best represents the candidate: strongest rule, then earliest."""
+        far = datetime.max.replace(tzinfo=timezone.utc)
+        return min(self.items, key=lambda i: (-i.rule.weight, i.t or far))
+
+    @property
+    def t(self) -> datetime | None:
+        times = [i.t for i in self.items if i.t is not None]
+        return min(times) if times else None
+
+    @property
+    def tolerance(self) -> float:
+        return max(i.tolerance for i in self.items)
+
+    @property
+    def exact(self) -> bool:
+        """Is the earliest time an exact one (not a lower bound inherited from another line)?"""
+        timed = [i for i in self.items if i.t is not None]
+        return bool(timed) and min(timed, key=lambda i: (i.t, not i.exact)).exact
+
+    @property
+    def kinds(self) -> set[str]:
+        return {i.obs.kind for i in self.items}
+
+    @property
+    def summary(self) -> str:
+        lead = self.lead.summary
+        if self.scope == "shared":
+            n = len(self.affected)
+            return (
+                f"shared {self.label} fault: {self.category} on {n} nodes at once "
+                f"({', '.join(sorted(self.kinds))}; first: {lead})"
+            )
+        return lead
+
+
+class RuleEngine:
+    """Applies a validated rule catalog to one job's observations."""
+
+    def __init__(self, rulebook: Rulebook, blob: bytes, path: Path | None = None) -> None:
+        self.rulebook = rulebook
+        self.rules = rulebook.rules
+        self.tuning = rulebook.engine
+        self.path = path
+        self.rules_version = f"{rulebook.version}+{hashlib.sha256(blob).hexdigest()[:8]}"
+
+    # ---- classification -------------------------------------------------------------
+
+    def classify(
+        self, obs: Observation, gpu_model: str | None = None, state: JobState | None = None
+    ) -> Rule | None:
+        """The first applicable rule matching `obs` (rules are in precedence order)."""
+        for rule in self.rules:
+            if rule.match.test(obs) and rule.applies(gpu_model, state):
+                return rule
+        return None
+
+    def describe(self) -> list[dict[str, Any]]:
+        out = []
+        for r in self.rules:
+            match: dict[str, Any] = {"kind": list(r.match.kinds)}
+            for k, p in r.match.where.items():
+                match[k] = p.model_dump(by_alias=True, exclude_defaults=True)
+                if "eq" in match[k]:
+                    match[k] = match[k]["eq"]
+            out.append(
+                {
+                    "id": r.id,
+                    "description": r.description,
+                    "role": r.role,
+                    "category": r.category,
+                    "weight": r.weight,
+                    "match": match,
+                    "gpu_models": r.gpu_models,
+                    "states": [s.value for s in r.states] if r.states else None,
+                    "scope": r.scope,
+                    "shared": r.shared.model_dump() if r.shared else None,
+                    "explains": r.explains if r.role == "cause" else [],
+                    "yields_to": r.yields_to,
+                    "summary": r.summary,
+                    "remediation": r.remediation,
+                    "example": r.example.model_dump(exclude_defaults=True, mode="json"),
+                }
+            )
+        return out
+
+    # ---- the analysis ---------------------------------------------------------------
+
+    def attribute(
+        self,
+        ctx: ExecutionContext,
+        observations: list[Observation],
+        coverage: list[SourceCoverage],
+        settings: AnalysisSettings | None = None,
+    ) -> AttributionResult:
+        settings = settings or AnalysisSettings()
+        notes: list[str] = []
+        kept = self._in_scope(ctx, observations, settings, notes)
+        if ctx.state in STATES_AS_EVIDENCE:
+            kept.append(self._job_state(ctx))
+
+        causes: list[Item] = []
+        symptoms: list[Item] = []
+        unclassified: dict[str, int] = defaultdict(int)
+        for obs in kept:
+            rule = self.classify(obs, ctx.gpu_model, ctx.state)
+            if rule is None:
+                unclassified[obs.kind] += 1
+                continue
+            if rule.role == "noise":
+                continue
+            t = _utc(obs.time) if obs.time_quality != "unknown" else None
+            origin = str(obs.attrs.get("origin") or "").lower()
+            tol = self.tuning.metric_tolerance_seconds if origin in METRIC_ORIGINS else 0.0
+            (causes if rule.role == "cause" else symptoms).append(Item(obs, rule, t, tol))
+        if unclassified:
+            kinds = ", ".join(f"{k} x{n}" for k, n in sorted(unclassified.items()))
+            notes.append(f"no rule classified: {kinds}")
+        notes.extend(self._repeat_notes(causes + symptoms))
+
+        base = dict(
+            job_id=ctx.job_id,
+            failed=ctx.failed,
+            rules_version=self.rules_version,
+            cluster=ctx.cluster,
+            state=ctx.state.value,
+            coverage=list(coverage),
+        )
+        if not ctx.failed:
+            return self._not_failed(ctx, causes, symptoms, coverage, notes, base)
+
+        cands = self._candidates(ctx, causes, settings)
+        for c in cands:
+            self._score(c, symptoms, settings)
+        roots = self._absorb(cands, settings)
+        self._earliest_bonus(roots, settings)
+        roots.sort(key=lambda c: -c.score)
+
+        tn = self.tuning
+        timed = [c for c in roots if c.t is not None and c.score >= tn.min_score]
+        contenders = [c for c in roots if c.t is not None] if timed else roots
+        sidelined = [c for c in roots if c not in contenders]
+        for c in sidelined:
+            notes.append(f"not ranked (unknown time, timed causes exist): {c.summary}")
+
+        if not contenders or contenders[0].score < tn.min_score:
+            if contenders:
+                best = contenders[0]
+                notes.append(
+                    f"strongest candidate too weak to attribute ({best.category}, "
+                    f"score {best.score:.0f} < {tn.min_score:.0f}): {best.summary}"
+                )
+            return self._unattributed(ctx, roots, symptoms, coverage, notes, base)
+
+        top = contenders[0]
+        rivals = [
+            c
+            for c in contenders[1:]
+            if c.score >= tn.ambiguity_margin * top.score
+            and (c.category != top.category or set(c.nodes) != set(top.nodes))
+        ]
+        if rivals:
+            return self._ambiguous(ctx, [top, *rivals], roots, symptoms, coverage, notes, base)
+        return self._attributed(ctx, top, roots, symptoms, coverage, notes, base)
+
+    # ---- steps ----------------------------------------------------------------------
+
+    def _in_scope(
+        self,
+        ctx: ExecutionContext,
+        observations: list[Observation],
+        settings: AnalysisSettings,
+        notes: list[str],
+    ) -> list[Observation]:
+        window = settings.window(ctx)
+        by_short = {n.split(".")[0].lower(): n for n in ctx.nodes}
+        kept: list[Observation] = []
+        off_node: set[str] = set()
+        off_time = 0
+        for obs in observations:
+            node = (
+                obs.node if obs.node in ctx.nodes else by_short.get(obs.node.split(".")[0].lower())
+            )
+            if node is None:
+                off_node.add(obs.node)
+                continue
+            t = _utc(obs.time)
+            if t is not None and obs.time_quality != "unknown" and not window.contains(t):
+                off_time += 1
+                continue
+            kept.append(obs if node == obs.node else obs.model_copy(update={"node": node}))
+        if off_node:
+            notes.append(
+                f"ignored observations from nodes outside the job: {', '.join(sorted(off_node))}"
+            )
+        if off_time:
+            notes.append(f"ignored {off_time} observation(s) outside the analysis window")
+        return kept
+
+    @staticmethod
+    def _job_state(ctx: ExecutionContext) -> Observation:
+        return Observation(
+            kind="job_state",
+            node=SCHEDULER_NODE,
+            time=ctx.end,
+            attrs={"state": ctx.state.value, "exit_code": ctx.exit_code},
+            excerpt=f"job {ctx.job_id} ended {ctx.state.value} at {ctx.end.isoformat()}",
+            source="context",
+            locator="context.json:state",
+            parser="engine.job_state",
+        )
+
+    def _repeat_notes(self, items: list[Item]) -> list[str]:
+        groups: dict[tuple[str, tuple[Any, ...]], list[Item]] = defaultdict(list)
+        for it in items:
+            if it.rule.repeat:
+                key = tuple(field_value(it.obs, f) for f in it.rule.repeat.same)
+                if all(v is not None for v in key):
+                    groups[(it.rule.id, (it.obs.node, *key))].append(it)
+        notes = []
+        for (_, _), its in groups.items():
+            rep = its[0].rule.repeat
+            assert rep is not None
+            if len(its) >= rep.min_count:
+                notes.append(
+                    f"{render(rep.note, its[0].obs)} ({len(its)} times on {its[0].obs.node})"
+                )
+        return notes
+
+    def _home(self, it: Item, ctx: ExecutionContext) -> str:
+        for name in it.rule.node_from:
+            v = field_value(it.obs, name)
+            if isinstance(v, str):
+                for n in ctx.nodes:
+                    if v == n or v.split(".")[0].lower() == n.split(".")[0].lower():
+                        return n
+        return it.obs.node
+
+    def _candidates(
+        self, ctx: ExecutionContext, causes: list[Item], settings: AnalysisSettings
+    ) -> list[Cand]:
+        cands: list[Cand] = []
+        rest = list(causes)
+        # shared faults first: the same (category, kind) on many nodes within seconds
+        shareable: dict[tuple[str, str], list[Item]] = defaultdict(list)
+        for it in rest:
+            if it.rule.shared is not None:
+                shareable[(it.rule.category or "", it.obs.kind)].append(it)
+        for (category, _kind), its in shareable.items():
+            spec = its[0].rule.shared
+            assert spec is not None
+            width = (
+                spec.within_seconds if spec.within_seconds is not None else settings.skew_seconds
+            )
+            width += max(i.tolerance for i in its)
+            timed = sorted((i for i in its if i.t is not None), key=lambda i: i.t)  # type: ignore[arg-type,return-value]
+            best: set[str] = set()
+            for i, first in enumerate(timed):
+                assert first.t is not None
+                nodes = {
+                    x.obs.node
+                    for x in timed[i:]
+                    if x.t is not None and _secs(x.t, first.t) <= width
+                }
+                if len(nodes) > len(best):
+                    best = nodes
+            n = len(best)
+            if n >= spec.min_nodes and (
+                n >= spec.enough_nodes or n / len(ctx.nodes) >= spec.min_share
+            ):
+                members = [i for i in its if i.obs.node in best]
+                rest = [i for i in rest if i not in members]
+                cands.append(
+                    Cand(
+                        category=category,
+                        scope="shared",
+                        items=members,
+                        nodes=[],
+                        affected=sorted(best),
+                        label=spec.label,
+                        notes=[
+                            f"shared {spec.label}: {category} on {n} of {len(ctx.nodes)} nodes "
+                            f"within {width:.0f} s: {', '.join(sorted(best))}"
+                        ],
+                    )
+                )
+        groups: dict[tuple[str, str], list[Item]] = defaultdict(list)
+        for it in rest:
+            home = "*job*" if it.rule.scope == "job" else self._home(it, ctx)
+            groups[(it.rule.category or "", home)].append(it)
+        for (category, home), its in groups.items():
+            affected = sorted({self._home(i, ctx) for i in its} - {SCHEDULER_NODE})
+            located = sorted({self._home(i, ctx) for i in its if i.rule.locates} - {SCHEDULER_NODE})
+            cands.append(
+                Cand(
+                    category=category,
+                    scope="job" if home == "*job*" else "node",
+                    items=its,
+                    nodes=located,
+                    affected=affected,
+                )
+            )
+        return cands
+
+    @staticmethod
+    def _explained_by(rule: Rule, sym: Item, cand_nodes: set[str]) -> bool:
+        for entry in rule.explains:
+            base, _, qual = entry.partition("@")
+            if base == SYMPTOMS_TOKEN or base == sym.obs.kind:
+                if qual == "node" and sym.obs.node not in cand_nodes:
+                    continue
+                return True
+        return False
+
+    def _score(self, c: Cand, symptoms: list[Item], settings: AnalysisSettings) -> None:
+        tn = self.tuning
+        rule = c.rule
+        score = rule.weight
+        n = len(c.items)
+        corroboration = 2 * math.log2(n) + 2 * (len(c.kinds) - 1)
+        if c.scope == "shared":
+            corroboration += 2 * math.log2(max(1, len(c.affected)))
+        score += min(tn.corroboration_cap, corroboration)
+        t = c.t
+        if t is None:
+            score -= tn.unknown_time_penalty
+            c.notes.append(f"{c.category}: time unknown, ranked with a penalty")
+        elif not rule.late_ok:
+            home = set(c.affected)
+            onset = [
+                s
+                for s in symptoms
+                if s.rule.onset and s.t is not None and self._explained_by(rule, s, home)
+            ]
+            # Inherited times are lower bounds: a cause provably precedes when its exact time
+            # is no later than the earliest possible symptom time; it is provably late when
+            # even its lower bound is after an exactly timed symptom.
+            slack = settings.skew_seconds + c.tolerance
+            exact_onset = [s.t for s in onset if s.exact]
+            first_any = min((s.t for s in onset), default=None)  # type: ignore[type-var]
+            first_exact = min(exact_onset, default=None)  # type: ignore[type-var]
+            if first_exact is not None and _secs(t, first_exact) > slack:
+                score -= tn.late_penalty
+                c.notes.append(
+                    f"{c.summary} came {_secs(t, first_exact):.0f} s after the first symptom "
+                    f"({_hms(first_exact)}): treated as a consequence, not the cause"
+                )
+            elif first_any is not None and c.exact and _secs(t, first_any) <= slack:
+                score += tn.precede_bonus
+        c.score = round(score, 2)
+
+    def _relates(self, a: Cand, b: Cand) -> bool:
+        """Does candidate `a` explain candidate `b` (ignoring time)?"""
+        a_nodes, b_nodes = set(a.affected), set(b.affected)
+
+        def hit(
+            entries: list[str], target: Cand, other_nodes: set[str], target_nodes: set[str]
+        ) -> bool:
+            for entry in entries:
+                base, _, qual = entry.partition("@")
+                if base == target.category or base in target.kinds:
+                    if qual == "node" and not (other_nodes & target_nodes):
+                        continue
+                    return True
+            return False
+
+        explains = [
+            e for i in a.items for e in i.rule.explains if e.partition("@")[0] != SYMPTOMS_TOKEN
+        ]
+        yields = [e for i in b.items for e in i.rule.yields_to]
+        return hit(explains, b, a_nodes, b_nodes) or hit(yields, a, b_nodes, a_nodes)
+
+    def _absorb(self, cands: list[Cand], settings: AnalysisSettings) -> list[Cand]:
+        """Fold candidates explained by an earlier (or skew-simultaneous) stronger one."""
+        alive = list(cands)
+        for b in sorted(cands, key=lambda c: c.score):
+            for a in sorted(alive, key=lambda c: -c.score):
+                if a is b or b not in alive:
+                    continue
+                if not self._relates(a, b) or a.t is None:
+                    continue
+                # `a` must not be provably later than `b`; an inherited time of `b` is only a
+                # lower bound, so it cannot prove that (a's own time is a lower bound too).
+                slack = settings.skew_seconds + max(a.tolerance, b.tolerance)
+                if b.t is not None and b.exact and _secs(a.t, b.t) > slack:
+                    continue
+                if self._relates(b, a) and b.score > a.score:
+                    continue
+                a.absorbed.append(b)
+                a.absorbed.extend(b.absorbed)
+                b.absorbed = []
+                alive.remove(b)
+                break
+        return alive
+
+    def _earliest_bonus(self, roots: list[Cand], settings: AnalysisSettings) -> None:
+        timed = sorted((c for c in roots if c.t is not None), key=lambda c: c.t)  # type: ignore[arg-type,return-value]
+        if len(timed) >= 2 and timed[0].t is not None and timed[1].t is not None:
+            if _secs(timed[1].t, timed[0].t) > settings.skew_seconds + timed[0].tolerance:
+                timed[0].score += self.tuning.earliest_bonus
+
+    # ---- results --------------------------------------------------------------------
+
+    def _chain(
+        self, roots_items: list[Item], other_items: list[Item]
+    ) -> tuple[list[ChainLink], list[Evidence]]:
+        folded: dict[tuple[Any, ...], tuple[ChainLink, Item]] = {}
+        order: list[tuple[Any, ...]] = []
+        for role, its in (("root_cause", roots_items), ("symptom", other_items)):
+            for it in sorted(its, key=_time_key):
+                o = it.obs
+                key = (role, o.node, o.kind, o.gpu, o.pci, o.code)
+                if key in folded:
+                    link, first = folded[key]
+                    folded[key] = (link.model_copy(update={"count": link.count + 1}), first)
+                    continue
+                folded[key] = (
+                    ChainLink(
+                        time=it.t,
+                        node=o.node,
+                        kind=o.kind,
+                        role=role,  # type: ignore[arg-type]
+                        summary=it.summary,
+                        evidence=_evidence(o),
+                        gpu=o.gpu,
+                        pci=o.pci,
+                        port=o.port,
+                    ),
+                    it,
+                )
+                order.append(key)
+        links = [folded[k][0] for k in order]
+        cap = self.tuning.max_chain_links
+        if len(links) > cap:
+            roots = [lk for lk in links if lk.role == "root_cause"][: cap // 2]
+            others = sorted((lk for lk in links if lk.role != "root_cause"), key=_link_key)
+            keep: list[ChainLink] = list(roots)
+            seen_nodes: set[str] = set()
+            for lk in others:  # earliest symptom per node first
+                if lk.node not in seen_nodes and len(keep) < cap:
+                    keep.append(lk)
+                    seen_nodes.add(lk.node)
+            for lk in others:
+                if len(keep) >= cap:
+                    break
+                if lk not in keep:
+                    keep.append(lk)
+            links = keep
+        links.sort(key=lambda lk: (_link_key(lk), lk.role != "root_cause"))
+        evidence = [lk.evidence for lk in links if lk.role == "root_cause"]
+        evidence += [lk.evidence for lk in links if lk.role != "root_cause"]
+        return links, evidence
+
+    def _coverage_notes(self, coverage: list[SourceCoverage], ctx: ExecutionContext) -> list[str]:
+        notes = []
+        for cov in coverage:
+            if cov.nodes_missing:
+                missing = ", ".join(cov.nodes_missing)
+                notes.append(f"{cov.source}: no data for {missing}")
+            if cov.status in ("failed", "empty"):
+                notes.append(f"{cov.source}: source {cov.status}")
+            for err in cov.errors:
+                notes.append(f"{cov.source}: {err}")
+            if cov.problems:
+                notes.append(
+                    f"{cov.source}: {cov.problems} unreadable line(s) skipped "
+                    f"(invalid UTF-8 {cov.invalid_utf8_lines}, overlong {cov.overlong_lines}, "
+                    f"binary {cov.binary_lines})"
+                )
+        sources = " ".join(c.source.lower() for c in coverage)
+        if not coverage:
+            notes.append("no evidence sources reported coverage")
+        elif "metric" not in sources and "prometheus" not in sources:
+            notes.append("metrics not provided")
+        return notes
+
+    def _not_failed(self, ctx, causes, symptoms, coverage, notes, base) -> AttributionResult:  # type: ignore[no-untyped-def]
+        links, evidence = self._chain([], causes + symptoms)
+        if causes:
+            notes.insert(
+                0,
+                f"job completed; {len(causes)} fault-like event(s) did not fail it, "
+                f"first: {min(causes, key=_time_key).summary}",
+            )
+        return AttributionResult(
+            status="not_failed",
+            category=None,
+            suspect_nodes=[],
+            symptom_chain=links,
+            evidence=evidence,
+            summary=f"job {ctx.job_id} completed ({ctx.state.value}, exit {ctx.exit_code})",
+            notes=notes + self._coverage_notes(coverage, ctx),
+            **base,
+        )
+
+    def _unattributed(self, ctx, roots, symptoms, coverage, notes, base) -> AttributionResult:  # type: ignore[no-untyped-def]
+        weak = [i for c in roots for i in _all_items(c)]
+        links, evidence = self._chain([], weak + symptoms)
+        kinds = sorted({s.obs.kind for s in symptoms})
+        nodes = sorted({s.obs.node for s in symptoms} - {SCHEDULER_NODE})
+        if symptoms:
+            summary = (
+                f"no root cause found: {len(symptoms)} symptom observation(s) "
+                f"({', '.join(kinds)}) on {len(nodes)} node(s), nothing that explains them"
+            )
+        else:
+            summary = "no root cause found: no fault or symptom observed"
+        for c in roots:
+            notes.extend(c.notes)
+        return AttributionResult(
+            status="unattributed",
+            category=None,
+            suspect_nodes=[],
+            symptom_chain=links,
+            evidence=evidence,
+            summary=summary,
+            notes=notes + self._coverage_notes(coverage, ctx),
+            **base,
+        )
+
+    def _ambiguous(self, ctx, fits, roots, symptoms, coverage, notes, base) -> AttributionResult:  # type: ignore[no-untyped-def]
+        root_items = [i for c in fits for i in c.items]
+        others = [i for c in roots for i in _all_items(c) if i not in root_items]
+        links, evidence = self._chain(root_items, others + symptoms)
+        suspects = sorted({n for c in fits for n in c.nodes})
+        candidates = [
+            Candidate(
+                category=c.category,
+                nodes=c.nodes if c.scope != "shared" else c.affected,
+                score=round(c.score, 2),
+                rule=c.rule.id,
+                summary=c.summary,
+            )
+            for c in fits
+        ]
+        for c in fits:
+            notes.extend(c.notes)
+        summary = "ambiguous: " + "; or ".join(
+            f"{c.category} ({c.summary}, at {_hms(c.t)})" for c in fits
+        )
+        return AttributionResult(
+            status="ambiguous",
+            category=None,
+            candidates=candidates,
+            suspect_nodes=suspects,
+            symptom_chain=links,
+            evidence=evidence,
+            summary=summary,
+            notes=notes + self._coverage_notes(coverage, ctx),
+            **base,
+        )
+
+    def _attributed(self, ctx, top, roots, symptoms, coverage, notes, base) -> AttributionResult:  # type: ignore[no-untyped-def]
+        others = [i for i in _all_items(top) if i not in top.items]
+        for c in roots:
+            if c is not top:
+                others.extend(_all_items(c))
+                notes.append(
+                    f"also seen, ranked lower ({c.category}, score {c.score:.0f}): {c.summary}"
+                )
+        links, evidence = self._chain(top.items, others + symptoms)
+        runner = max((c.score for c in roots if c is not top), default=0.0)
+        confidence = min(0.95, max(0.05, top.score / 110))
+        if runner > 0:
+            confidence *= 1 - 0.5 * min(1.0, runner / top.score)
+        if top.t is None:
+            confidence *= 0.7
+        notes = top.notes + notes
+        suspects: list[Suspect] = []
+        if top.scope != "shared":
+            seen = set()
+            for it in sorted(top.items, key=_time_key):
+                if not it.rule.locates or it.obs.node == SCHEDULER_NODE:
+                    continue
+                s = Suspect(
+                    node=self._home(it, ctx), gpu=it.obs.gpu, pci=it.obs.pci, port=it.obs.port
+                )
+                key = (s.node, s.gpu, s.pci, s.port)
+                if key not in seen:
+                    seen.add(key)
+                    suspects.append(s)
+        summary = top.summary
+        if top.rule.late_ok:
+            pass  # a scheduler verdict: its time is the job's end, nothing to add
+        elif top.t is not None and not top.exact:
+            summary += f", logged after {_hms(top.t)}"
+        elif top.t is not None:
+            summary += f" at {_hms(top.t)}"
+            onset = [s for s in symptoms if s.exact and s.rule.onset]
+            if onset:
+                first = min(onset, key=_time_key)
+                same = [s for s in onset if s.obs.kind == first.obs.kind]
+                nodes = {s.obs.node for s in same}
+                what = KIND_LABELS.get(first.obs.kind, first.obs.kind.replace("_", " "))
+                where = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+                gap = _secs(first.t, top.t)  # type: ignore[arg-type]
+                if gap >= 1:
+                    summary += f", {gap:.0f} s before {what} on {where}"
+                else:
+                    summary += f", within clock skew of {what} on {where}"
+        return AttributionResult(
+            status="attributed",
+            category=top.category,
+            suspect_nodes=list(top.nodes) if top.scope != "shared" else [],
+            symptom_chain=links,
+            evidence=evidence,
+            confidence=round(confidence, 2),
+            rule=top.lead.rule.id,
+            summary=summary,
+            scope="shared" if top.scope == "shared" else "node",
+            suspects=suspects,
+            remediation=top.lead.rule.remediation,
+            notes=notes + self._coverage_notes(coverage, ctx),
+            **base,
+        )
+
+
+def _all_items(c: Cand) -> list[Item]:
+    out = list(c.items)
+    for a in c.absorbed:
+        out.extend(a.items)
+    return out
+
+
+_FAR = datetime.max.replace(tzinfo=timezone.utc)
+
+
+def _time_key(it: Item) -> tuple[datetime, str]:
+    return (it.t or _FAR, it.obs.node)
+
+
+def _link_key(lk: ChainLink) -> tuple[datetime, str]:
+    return (_utc(lk.time) or _FAR, lk.node)
+
+
+def _evidence(o: Observation) -> Evidence:
+    return Evidence(source=o.source, locator=o.locator, time=o.time, node=o.node, excerpt=o.excerpt)
+
+
+def load_engine(path: Path | None = None) -> RuleEngine:
+    """Load and validate a rule catalog (default: the packaged rules.yaml)."""
+    path = Path(path) if path is not None else DEFAULT_RULES
+    rulebook, blob = load_rulebook(path)
+    return RuleEngine(rulebook, blob, path)
+
+
+def render_markdown(engine: RuleEngine) -> str:
+    """The rule catalog as Markdown (docs/rules.md is generated by this)."""
+    lines = [
+        "# Rule catalog",
+        "",
+        f"Generated from `attribution_dagster/rules/rules.yaml` (rules version "
+        f"`{engine.rules_version}`) by `python -m attribution_dagster.rules.engine --markdown`.",
+        "Do not edit by hand.",
+        "",
+        "Rules are evaluated top to bottom; the first applicable rule classifies an observation.",
+        "`cause` rules propose a root-cause category, `symptom` rules mark downstream effects,",
+        "`noise` rules drop the observation. Weights rank causes (specificity over volume).",
+        "",
+        "## Scoring",
+        "",
+    ]
+    for k, v in engine.tuning.model_dump().items():
+        lines.append(f"- `{k}`: {v}")
+    lines += ["", "## Categories", ""]
+    for cat, meaning in CATEGORIES.items():
+        ids = [r.id for r in engine.rules if r.category == cat]
+        lines.append(f"- `{cat}`: {meaning} ({len(ids)} rules: {', '.join(ids) or 'none'})")
+    lines += [
+        "",
+        "## Rules",
+        "",
+        "| id | role | category | weight | matches | applies to |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for d in engine.describe():
+        applies = []
+        if d["gpu_models"]:
+            applies.append("GPU " + "/".join(d["gpu_models"]))
+        if d["states"]:
+            applies.append("state " + "/".join(d["states"]))
+        match = ", ".join(f"{k}={_fmt(v)}" for k, v in d["match"].items()).replace("|", "\\|")
+        lines.append(
+            f"| `{d['id']}` | {d['role']} | {d['category'] or ''} | {d['weight'] or ''} | "
+            f"{match} | {', '.join(applies) or 'all'} |"
+        )
+    lines += ["", "## Details", ""]
+    for d in engine.describe():
+        lines.append(f"### `{d['id']}`")
+        lines.append("")
+        lines.append(d["description"])
+        lines.append("")
+        lines.append(
+            f"- role: {d['role']}"
+            + (f", category `{d['category']}`, weight {d['weight']}" if d["category"] else "")
+        )
+        lines.append(f"- summary: `{d['summary']}`")
+        if d["role"] == "cause":
+            lines.append(
+                f"- scope: {d['scope']}"
+                + (
+                    f", shared {d['shared']['label']} when seen on many nodes at once"
+                    if d["shared"]
+                    else ""
+                )
+            )
+            lines.append(f"- explains: {', '.join(d['explains'])}")
+        if d["yields_to"]:
+            lines.append(f"- yields to an earlier: {', '.join(d['yields_to'])}")
+        if d["remediation"]:
+            lines.append(f"- remediation: {d['remediation']}")
+        ex = d["example"]
+        lines.append(f"- example: `{ex.get('excerpt') or ex}`")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, list):
+        return "/".join(str(x) for x in v)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="rule catalog tools")
+    ap.add_argument("--rules", type=Path, default=None, help="rules file (default: packaged)")
+    ap.add_argument("--markdown", action="store_true", help="print the catalog as Markdown")
+    args = ap.parse_args(argv)
+    try:
+        engine = load_engine(args.rules)
+    except RulebookError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.markdown:
+        sys.stdout.write(render_markdown(engine))
+    else:
+        print(f"{engine.rules_version}: {len(engine.rules)} rules OK")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,533 @@
+"""The parser catalog: prefiltered log lines and metric samples -> typed Observations.
+
+Parsers are data (`parsers.yaml`): each names its observation kind, the case-sensitive anchor
+literals the scanners prefilter on, a regex with named groups, how groups map onto
+Observation fields and attrs, an optional registered decoder (decode_fields.py) for what needs
+code, and real-format examples that the test-suite replays. Parsers never decide categories;
+the rule engine does, from the kinds and attrs documented in docs/parsers.md.
+
+Matching, per record: the anchors present in the first line (plain `in`) select candidate
+parsers; only their regexes run, in catalog order. A parser with a `group` fires only if no
+earlier parser of that group fired on the line (so `NCCL WARN ... unhandled system error` is
+nccl_system_error, not also nccl_warn). One line yields at most one observation per kind.
+
+Node: the record's node, unless the parser's `node_from` group names a host in ctx.nodes
+(srun `error: node-b: task 1`, torchrun `host : node-b`, NCCL `node-b:pid:tid`): then that host,
+with attrs.logged_on = the record's node.
+
+A traceback line such as `torch.OutOfMemoryError: CUDA out of memory` yields both a
+`traceback` (attrs.family cuda_oom) and a `cuda_oom`; rules should treat the pair as one event.
+
+Run `python -m attribution_dagster.rules.parsers --markdown` to print docs/parsers.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from attribution_dagster.models import (
+    OBSERVATION_KINDS,
+    Anchor,
+    ExecutionContext,
+    MetricSample,
+    Observation,
+    RawEvidence,
+    RawRecord,
+)
+from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
+from attribution_dagster.rules.parse_metrics import MetricNormalizer, MetricSpec, normalize_pci
+
+CATALOG_PATH = Path(__file__).with_name("parsers.yaml")
+EXCERPT_MAX = 300
+# Regexes see at most this many characters of a line (and of each continuation line): the
+# facts parsers read sit near the start, and it bounds the cost of adversarial long lines.
+MATCH_MAX = 4096
+_FIELD_TYPES = {"gpu": "int", "code": "int", "pci": "pci", "port": "str", "peer": "str"}
+
+
+class CatalogError(ValueError):
+    """parsers.yaml is malformed; the message names the parser and the field."""
+
+
+class AnchorSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    literal: str = Field(min_length=3)
+    context_after: int = Field(default=0, ge=0, le=40)
+
+
+class ExampleSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    line: str
+    context: list[str] = Field(default_factory=list)  # continuation lines (context_after)
+    node: str = "node-a"
+    nodes: list[str] = Field(default_factory=lambda: ["node-a", "node-b", "node-c"])
+    expect: dict[str, Any] | None  # None: this parser must not fire on the line
+
+
+class ParserSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    kind: str
+    description: str = ""
+    anchors: list[AnchorSpec] = Field(min_length=1)
+    regex: str
+    fields: dict[str, str] = Field(default_factory=dict)
+    attrs: dict[str, str] = Field(default_factory=dict)
+    const: dict[str, Any] = Field(default_factory=dict)
+    decoder: str | None = None
+    group: str | None = None
+    node_from: str | None = None
+    strip_prefix: bool = False  # match after timestamp / host / srun / torchrun prefixes
+    examples: list[ExampleSpec] = Field(min_length=1)
+
+    @field_validator("anchors", mode="before")
+    @classmethod
+    def _anchors(cls, v: Any) -> Any:
+        return [{"literal": a} if isinstance(a, str) else a for a in v]
+
+
+def _convert(value: str | None, typ: str) -> Any:
+    if value is None:
+        return None
+    try:
+        if typ == "int":
+            return int(value)
+        if typ == "hexint":
+            return int(value, 16)
+        if typ == "float":
+            return float(value)
+        if typ == "pci":
+            return normalize_pci(value, short=True)
+        if typ == "bdf":
+            return normalize_pci(value, short=False)
+        if typ == "lower":
+            return value.strip().lower()
+        if typ == "bool":
+            return value.strip().lower() in ("1", "true", "yes")
+    except (ValueError, OverflowError):
+        return None
+    v = value.strip()
+    return v or None
+
+
+class Parser:
+    """One compiled catalog entry."""
+
+    __slots__ = ("spec", "index", "rx", "fields", "attrs", "decoder", "group_names")
+
+    def __init__(self, spec: ParserSpec, index: int):
+        if spec.kind not in OBSERVATION_KINDS:
+            raise CatalogError(f"parser {spec.id}: kind {spec.kind!r} is not in OBSERVATION_KINDS")
+        try:
+            self.rx = re.compile(spec.regex)
+        except re.error as e:
+            raise CatalogError(f"parser {spec.id}: bad regex: {e}") from e
+        if spec.decoder and spec.decoder not in DECODERS:
+            raise CatalogError(f"parser {spec.id}: unknown decoder {spec.decoder!r}")
+        self.group_names = set(self.rx.groupindex)
+        self.fields = [
+            self._mapping(spec, f, m, default=_FIELD_TYPES.get(f)) for f, m in spec.fields.items()
+        ]
+        self.attrs = [self._mapping(spec, a, m, default="str") for a, m in spec.attrs.items()]
+        for f, _, _ in self.fields:
+            if f not in _FIELD_TYPES:
+                raise CatalogError(f"parser {spec.id}: unknown field {f!r}")
+        if spec.node_from and spec.node_from not in self.group_names:
+            raise CatalogError(f"parser {spec.id}: node_from group {spec.node_from!r} not in regex")
+        self.spec, self.index = spec, index
+        self.decoder = DECODERS[spec.decoder] if spec.decoder else None
+
+    def _mapping(
+        self, spec: ParserSpec, key: str, m: str, default: str | None
+    ) -> tuple[str, str, str]:
+        group, _, typ = m.partition(":")
+        if group not in self.group_names:
+            raise CatalogError(f"parser {spec.id}: {key} maps to missing group {group!r}")
+        return key, group, typ or default or "str"
+
+    def match(self, line: str, text: str) -> dict[str, Any] | None:
+        """A draft (fields, attrs, node_host, excerpt) or None."""
+        m = self.rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
+        if m is None:
+            return None
+        groups = m.groupdict()
+        fields: dict[str, Any] = {}
+        for key, group, typ in self.fields:
+            val = _convert(groups.get(group), typ)
+            if val is not None:
+                fields[key] = val
+        attrs: dict[str, Any] = dict(self.spec.const)
+        for key, group, typ in self.attrs:
+            val = _convert(groups.get(group), typ)
+            if val is not None:
+                attrs[key] = val
+        draft: dict[str, Any] = {"fields": fields, "attrs": attrs}
+        if self.spec.node_from:
+            draft["node_host"] = groups.get(self.spec.node_from)
+        if self.decoder is not None:
+            try:
+                if not self.decoder(groups, text, draft):
+                    return None
+            except Exception:  # a decoder bug must not stop an analysis; keep the bare match
+                draft["attrs"]["decode_failed"] = True
+        return draft
+
+
+def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
+    """The ctx node a host string names (exact, or same short name), else None."""
+    if not host or ctx is None:
+        return None
+    host = host.strip()
+    if host in ctx.nodes:
+        return host
+    short = host.split(".", 1)[0]
+    for n in ctx.nodes:
+        if n.split(".", 1)[0] == short:
+            return n
+    return None
+
+
+def _trim(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= EXCERPT_MAX else text[: EXCERPT_MAX - 1] + "…"
+
+
+def _sort_key(o: Observation) -> tuple[int, float, str, str]:
+    if o.time is None:
+        return (1, 0.0, o.node, o.locator)
+    t = o.time if o.time.tzinfo else o.time.replace(tzinfo=timezone.utc)
+    return (0, t.timestamp(), o.node, o.locator)
+
+
+class ParserCatalog:
+    """Compiled parsers plus metric specs; build with load_catalog()."""
+
+    def __init__(self, parsers: list[ParserSpec], metrics: list[MetricSpec], noise: list[str]):
+        ids = [p.id for p in parsers] + [m.id for m in metrics]
+        dupes = {i for i in ids if ids.count(i) > 1}
+        if dupes:
+            raise CatalogError(f"duplicate parser ids: {sorted(dupes)}")
+        for m in metrics:
+            for k in (m.kind, m.recover_kind):
+                if k is not None and k not in OBSERVATION_KINDS:
+                    raise CatalogError(f"metric {m.id}: kind {k!r} is not in OBSERVATION_KINDS")
+        self.parsers = [Parser(p, i) for i, p in enumerate(parsers)]
+        self.metric_specs = metrics
+        self.noise = noise
+        self._metrics = MetricNormalizer(metrics)
+        by_literal: dict[str, set[int]] = {}
+        context: dict[str, int] = {}
+        for p in self.parsers:
+            for a in p.spec.anchors:
+                by_literal.setdefault(a.literal, set()).add(p.index)
+                context[a.literal] = max(context.get(a.literal, 0), a.context_after)
+        self._dispatch = [(lit, tuple(sorted(ix))) for lit, ix in by_literal.items()]
+        self._anchors = [Anchor(literal=lit, context_after=context[lit]) for lit in by_literal]
+
+    # --- the interface -------------------------------------------------------------------
+
+    def anchors(self) -> list[Anchor]:
+        """Union of anchor literals (case-sensitive) the scanners prefilter on."""
+        return list(self._anchors)
+
+    def parse_line(self, line: str) -> list[tuple[Parser, dict[str, Any]]]:
+        """Matches of one line (first line of a record) in catalog order: (parser, draft)."""
+        return self._match(line, line)
+
+    def _match(self, line: str, text: str) -> list[tuple[Parser, dict[str, Any]]]:
+        cand: set[int] = set()
+        for lit, ix in self._dispatch:
+            if lit in line:
+                cand.update(ix)
+        if not cand:
+            return []
+        out: list[tuple[Parser, dict[str, Any]]] = []
+        kinds: set[str] = set()
+        groups: set[str] = set()
+        for i in sorted(cand):
+            p = self.parsers[i]
+            spec = p.spec
+            if spec.kind in kinds or (spec.group is not None and spec.group in groups):
+                continue
+            draft = p.match(line, text)
+            if draft is None:
+                continue
+            out.append((p, draft))
+            kinds.add(spec.kind)
+            if spec.group is not None:
+                groups.add(spec.group)
+        return out
+
+    def parse_record(
+        self, rec: RawRecord, ctx: ExecutionContext | None = None
+    ) -> list[Observation]:
+        """Observations of one record; [] when nothing matches. Never raises on odd text."""
+        text = rec.text
+        line = text.split("\n", 1)[0] if "\n" in text else text
+        if len(text) > MATCH_MAX:
+            line = line[:MATCH_MAX]
+            text = "\n".join(part[:MATCH_MAX] for part in text.split("\n"))
+        try:
+            matches = self._match(line, text)
+        except Exception:  # regex engine edge cases must not stop an analysis
+            return []
+        out: list[Observation] = []
+        for p, draft in matches:
+            attrs = draft["attrs"]
+            node = rec.node
+            host = _resolve_host(draft.get("node_host"), ctx)
+            if host is not None and host != rec.node:
+                node = host
+                attrs["logged_on"] = rec.node
+            try:
+                out.append(
+                    Observation(
+                        kind=p.spec.kind,
+                        node=node,
+                        time=rec.time,
+                        time_quality=rec.time_quality,
+                        excerpt=_trim(draft.get("excerpt") or line),
+                        source=rec.source,
+                        locator=rec.locator,
+                        parser=p.spec.id,
+                        attrs=attrs,
+                        **draft["fields"],
+                    )
+                )
+            except Exception:  # a value that does not fit the model: drop this match only
+                continue
+        return out
+
+    def normalize_samples(
+        self, samples: list[MetricSample], ctx: ExecutionContext | None = None
+    ) -> list[Observation]:
+        return self._metrics.normalize(samples, ctx)
+
+    def normalize(self, raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
+        """All records and samples, time-ordered (unknown last); a line read twice counts once."""
+        seen: set[tuple[str, str, str]] = set()
+        out: list[Observation] = []
+        for rec in raw.records:
+            key = (rec.source, rec.locator, rec.text)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.extend(self.parse_record(rec, ctx))
+        out.extend(self.normalize_samples(raw.samples, ctx))
+        out.sort(key=_sort_key)
+        return out
+
+    def describe(self) -> list[dict[str, Any]]:
+        """One dict per parser / metric spec, for docs and the CLI."""
+        rows: list[dict[str, Any]] = []
+        for p in self.parsers:
+            s = p.spec
+            rows.append(
+                {
+                    "id": s.id,
+                    "type": "log",
+                    "kind": s.kind,
+                    "description": s.description,
+                    "anchors": [
+                        a.literal + (f" (+{a.context_after} lines)" if a.context_after else "")
+                        for a in s.anchors
+                    ],
+                    "regex": s.regex,
+                    "fields": sorted(s.fields),
+                    "attrs": sorted(
+                        set(s.attrs)
+                        | set(s.const)
+                        | set(DECODER_ATTRS.get(s.decoder or "", []))
+                        | ({"logged_on"} if s.node_from or s.decoder == "child_failed" else set())
+                    ),
+                    "decoder": s.decoder,
+                    "group": s.group,
+                    "examples": [e.model_dump(exclude_defaults=True) for e in s.examples],
+                }
+            )
+        for m in self.metric_specs:
+            rows.append(
+                {
+                    "id": m.id,
+                    "type": "metric",
+                    "kind": m.kind + (f" / {m.recover_kind}" if m.recover_kind else ""),
+                    "description": m.description,
+                    "metrics": m.names,
+                    "mode": m.mode,
+                    "attrs": sorted(set(m.attrs) | _MODE_ATTRS[m.mode]),
+                    "examples": m.examples,
+                }
+            )
+        return rows
+
+    def example_observations(
+        self, ex: ExampleSpec, parser_id: str | None = None
+    ) -> list[Observation]:
+        """Parse one catalog example as the pipeline would (used by tests and docs)."""
+        text = "\n".join([ex.line, *ex.context])
+        rec = RawRecord(
+            source="example",
+            node=ex.node,
+            locator="example:1",
+            time=datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc),
+            text=text,
+        )
+        ctx = ExecutionContext(
+            job_id="example",
+            scheduler="static",
+            state="FAILED",
+            start=datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc),
+            end=datetime(2026, 11, 2, 11, 0, tzinfo=timezone.utc),
+            nodes=ex.nodes,
+        )
+        obs = self.parse_record(rec, ctx)
+        return [o for o in obs if parser_id is None or o.parser == parser_id]
+
+
+_MODE_ATTRS: dict[str, set[str]] = {
+    "last_value": set(),
+    "increase": {"delta"},
+    "positive": {"delta"},
+    "state": {"state", "previous_state"},
+}
+
+
+def _read(path: Path) -> ParserCatalog:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise CatalogError(f"{path}: {e}") from e
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a mapping with `parsers:`")
+    try:
+        parsers = [ParserSpec.model_validate(p) for p in data.get("parsers") or []]
+        metrics = [MetricSpec.model_validate(m) for m in data.get("metrics") or []]
+    except ValueError as e:
+        raise CatalogError(f"{path}: {e}") from e
+    return ParserCatalog(parsers, metrics, list(data.get("noise") or []))
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(path: str) -> ParserCatalog:
+    return _read(Path(path))
+
+
+def load_catalog(path: Path | None = None) -> ParserCatalog:
+    """The compiled catalog (cached per path: compile once per process)."""
+    return _cached(str((path or CATALOG_PATH).resolve()))
+
+
+# --- docs ------------------------------------------------------------------------------------
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(catalog: ParserCatalog | None = None) -> str:
+    """docs/parsers.md, generated from the catalog so the two never drift."""
+    cat = catalog or load_catalog()
+    lines = [
+        "# Parser catalog",
+        "",
+        "Generated by `python -m attribution_dagster.rules.parsers --markdown` from",
+        "`attribution_dagster/rules/parsers.yaml`; do not edit by hand.",
+        "",
+        "Every observation carries `kind`, `node`, `time`, `time_quality`, `excerpt`, `source`,",
+        "`locator`, `parser`, and where the line says so `gpu`, `pci`, `port`, `peer`, `code`.",
+        "`attrs.logged_on` is set when the line names another job node than the one whose log",
+        "held it (the observation's `node` is then the named host). Metric observations carry",
+        "`attrs.origin`, `attrs.metric`, `attrs.value` (and `attrs.delta` for counters).",
+        "",
+        "## Kinds and the parsers that produce them",
+        "",
+        "| kind | meaning | parsers | attrs |",
+        "| --- | --- | --- | --- |",
+    ]
+    rows = cat.describe()
+    for kind, meaning in OBSERVATION_KINDS.items():
+        mine = [r for r in rows if kind in r["kind"].split(" / ")]
+        attrs: set[str] = set()
+        for r in mine:
+            attrs |= set(r.get("attrs") or [])
+            if r["type"] == "metric":
+                attrs |= {"origin", "metric", "value"}
+            for ex in r["examples"]:
+                if isinstance(ex, dict) and ex.get("expect"):
+                    attrs |= set((ex["expect"].get("attrs") or {}).keys())
+        ids = ", ".join(f"`{r['id']}`" for r in mine) or "-"
+        attr_txt = ", ".join(sorted(attrs)) or "-"
+        lines.append(f"| `{kind}` | {_md_escape(meaning)} | {ids} | {attr_txt} |")
+    lines += ["", "## Log-line parsers", ""]
+    for r in rows:
+        if r["type"] != "log":
+            continue
+        lines += [f"### `{r['id']}` -> `{r['kind']}`", ""]
+        if r["description"]:
+            lines += [r["description"].strip(), ""]
+        lines.append("- anchors: " + ", ".join(f"`{a}`" for a in r["anchors"]))
+        if r["fields"]:
+            lines.append("- fields: " + ", ".join(f"`{f}`" for f in r["fields"]))
+        attrs = set(r["attrs"])
+        for ex in r["examples"]:
+            if ex.get("expect"):
+                attrs |= set((ex["expect"].get("attrs") or {}).keys())
+        if attrs:
+            lines.append("- attrs: " + ", ".join(f"`{a}`" for a in sorted(attrs)))
+        if r["decoder"]:
+            lines.append(f"- decoder: `{r['decoder']}`")
+        if r["group"]:
+            lines.append(f"- group: `{r['group']}` (first match in the group wins)")
+        lines += ["", "Examples:", ""]
+        for ex in r["examples"]:
+            lines.append("```")
+            lines.append(ex["line"])
+            lines.extend(ex.get("context") or [])
+            lines.append("```")
+            exp = ex.get("expect")
+            lines.append(f"-> `{exp}`" if exp is not None else "-> no observation from this parser")
+            lines.append("")
+    lines += ["## Metric parsers", ""]
+    for r in rows:
+        if r["type"] != "metric":
+            continue
+        lines += [
+            f"### `{r['id']}` -> `{r['kind']}`",
+            "",
+            r["description"].strip(),
+            "",
+            "- metrics: " + ", ".join(f"`{m}`" for m in r["metrics"]),
+            f"- mode: `{r['mode']}`",
+            "",
+        ]
+    lines += ["## Lines that must produce nothing", ""]
+    for n in cat.noise:
+        lines += ["```", n, "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m attribution_dagster.rules.parsers")
+    ap.add_argument("--markdown", action="store_true", help="print docs/parsers.md")
+    ap.add_argument("--anchors", action="store_true", help="print the anchor literals")
+    args = ap.parse_args(argv)
+    cat = load_catalog()
+    if args.anchors:
+        for a in cat.anchors():
+            print(a.literal)
+    else:
+        sys.stdout.write(markdown(cat))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""Attribute N jobs through Dagster: one run per job versus batched runs.
+
+    python bench/dagster_batch.py --jobs 1000 [--mode both|single|batch] [--ephemeral]
+
+Replicates the cases under samples/ (or a given --cases dir) under new job ids into a
+temporary directory, then runs `local_run.run_cases_report` with `batch=False` (one
+in-process run per job, the shape of the sensor path) and `batch=True` (up to
+`--per-run` partitions per run). Both use a persistent SQLite Dagster instance in a temp
+dir, as a deployment would, and a fresh SQLite results database. Prints one line per
+mode and a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def replicate(cases_root: Path, out: Path, n: int) -> int:
+    from attribution_dagster.local_run import discover_cases
+
+    cases, _ = discover_cases(cases_root)
+    sources = sorted(d for d, _ in cases.values())
+    if not sources:
+        raise SystemExit(f"no readable cases under {cases_root}")
+    for i in range(n):
+        src = sources[i % len(sources)]
+        dst = out / f"{src.name}-r{i:05d}"
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("context.json"))
+        ctx = json.loads((src / "context.json").read_text(encoding="utf-8"))
+        ctx["job_id"] = f"{ctx['job_id']}-r{i:05d}"
+        (dst / "context.json").write_text(json.dumps(ctx), encoding="utf-8")
+    return len(sources)
+
+
+def measure(cases: Path, work: Path, batch: bool, per_run: int, ephemeral: bool) -> dict:
+    from attribution_dagster.local_run import run_cases_report
+
+    tag = "batch" if batch else "single"
+    db = work / f"results-{tag}.db"
+    instance_dir = None if ephemeral else work / f"dagster-home-{tag}"
+    t0 = time.perf_counter()
+    report = run_cases_report(
+        cases, f"sqlite:///{db}", instance_dir=instance_dir, batch=batch,
+        max_partitions_per_run=per_run,
+    )
+    seconds = time.perf_counter() - t0
+    return {
+        "mode": tag,
+        "jobs": len(report.partitions),
+        "results": len(report.results),
+        "failed": len(report.failed),
+        "runs": report.runs,
+        "seconds": round(seconds, 1),
+        "jobs_per_second": round(len(report.results) / seconds, 2) if seconds else None,
+        "instance": "ephemeral" if ephemeral else "persistent sqlite",
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--cases", type=Path, default=REPO / "samples")
+    ap.add_argument("--mode", choices=["both", "single", "batch"], default="both")
+    ap.add_argument("--per-run", type=int, default=100)
+    ap.add_argument("--ephemeral", action="store_true", help="in-memory Dagster instance")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="dagster-batch-") as tmp:
+        work = Path(tmp)
+        cases = work / "cases"
+        cases.mkdir()
+        distinct = replicate(args.cases, cases, args.jobs)
+        print(f"{args.jobs} jobs from {distinct} distinct cases under {args.cases}", flush=True)
+        out = []
+        modes = ["batch", "single"] if args.mode == "both" else [args.mode]
+        for mode in modes:
+            row = measure(cases, work, mode == "batch", args.per_run, args.ephemeral)
+            out.append(row)
+            print(
+                f"{row['mode']:>6}: {row['results']}/{row['jobs']} jobs in {row['seconds']} s "
+                f"({row['runs']} runs, {row['jobs_per_second']} jobs/s, {row['instance']})",
+                flush=True,
+            )
+        print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

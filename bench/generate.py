@@ -1,0 +1,218 @@
+"""Generate a large synthetic job case for the benchmark (spec section 1 layout).
+
+64 nodes x 200,000 lines by default (~1.4 GB). Each node gets `kern.log` (RFC 3164 syslog
+kernel chatter with some correctable ECC / AER noise) and `app.log` (python-logging ISO
+lines with training progress, untimed NCCL INFO chatter, occasional warnings). One real
+cause: XID 79 (GPU fallen off the bus) on one node's GPU 3 at minute 40, then NCCL watchdog
+collective timeouts on every node and a torchrun ChildFailedError; Slurm state FAILED.
+
+Speed: per-second templates are pre-built once and only the timestamp is substituted
+(`bytes.replace`), so writing is I/O bound (seconds, not minutes).
+
+    python bench/generate.py --out /tmp/attr-bench/case --nodes 64 --lines 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+START = datetime(2026, 11, 2, 10, 0, 0, tzinfo=timezone.utc)
+FAIL_AFTER = timedelta(minutes=40)
+KERN_LEAD = timedelta(minutes=10)  # kernel log starts before the job (out of window)
+KERN_SHARE = 0.4
+TS = b"@TS@"
+
+
+def syslog_ts(t: datetime) -> bytes:
+    return f"{t:%b} {t.day:2d} {t:%H:%M:%S}".encode()
+
+
+def iso_ts(t: datetime) -> bytes:
+    return f"{t:%Y-%m-%d %H:%M:%S}".encode()
+
+
+def kern_template(host: str, per_second: int, rng: random.Random, noisy: bool) -> bytes:
+    chatter = [
+        'kernel: [{up}] audit: type=1400 audit({up}:{n}): apparmor="ALLOWED" operation="open" '
+        'profile="unconfined" name="/proc/{n}/stat" pid={n} comm="python3"',
+        "kernel: [{up}] IPv6: ADDRCONF(NETDEV_CHANGE): veth{n}: link becomes ready",
+        "systemd[1]: Started Session {n} of user slurm.",
+        "kernel: [{up}] nvidia-peermem: registering peer memory client for {n} pages",
+        "kernel: [{up}] mlx5_core 0000:1a:00.0: mlx5_fw_tracer: FW tracer event {n}",
+        "CRON[{n}]: (root) CMD (/usr/local/bin/node-health-check --quiet)",
+    ]
+    noise = [
+        "kernel: [{up}] EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#1_DIMM#0",
+        "kernel: [{up}] pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0",
+        "kernel: [{up}] pcieport 0000:00:01.0: AER:   [ 0] RxErr                  (First)",
+    ]
+    lines = []
+    for i in range(per_second):
+        pool = noise if noisy and i == per_second // 2 else chatter
+        text = rng.choice(pool).format(up=f"{rng.uniform(1e5, 9e5):.6f}", n=rng.randint(1, 99999))
+        lines.append(TS + f" {host} {text}\n".encode())
+    return b"".join(lines)
+
+
+def app_template(host: str, per_second: int, rng: random.Random, noisy: bool) -> bytes:
+    lines = []
+    for i in range(per_second):
+        ms = 1000 * i // max(per_second, 1)
+        r = rng.random()
+        if r < 0.45:
+            gpu = rng.randint(0, 7)
+            ch = rng.randint(0, 31)
+            lines.append(
+                f"{host}:{4000 + gpu}:{4100 + gpu} [{gpu}] NCCL INFO Channel {ch:02d}/0 : "
+                f"{gpu}[{gpu}] -> {(gpu + 1) % 8}[{(gpu + 1) % 8}] via P2P/CUMEM/read\n".encode()
+            )
+        elif not (noisy and i == per_second - 1):
+            step = rng.randint(1, 10**6)
+            lines.append(
+                TS
+                + f",{ms:03d} INFO train.py:212 step={step} loss={rng.uniform(1, 3):.4f} "
+                f"lr=3.0e-04 tokens/s={rng.randint(90000, 120000)} grad_norm="
+                f"{rng.uniform(0.1, 2):.3f}\n".encode()
+            )
+        else:
+            lines.append(
+                TS
+                + f",{ms:03d} WARNING torch/utils/data.py:558 UserWarning: This DataLoader "
+                "will create 12 worker processes in total.\n".encode()
+            )
+    return b"".join(lines)
+
+
+def cause_kern(host: str, t: datetime) -> bytes:
+    ts = syslog_ts(t)
+    return (
+        ts
+        + f" {host} kernel: [612345.548779] NVRM: Xid (PCI:0000:91:00): 79, "
+        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n".encode()
+        + ts
+        + f" {host} kernel: [612345.548800] NVRM: GPU 0000:91:00.0: GPU has fallen "
+        "off the bus.\n".encode()
+    )
+
+
+def symptom_app(host: str, rank: int, t: datetime, bad: str) -> bytes:
+    ts = iso_ts(t)
+    watchdog = (
+        f"[rank{rank}]:[E{t:%m%d} {t:%H:%M:%S}.123456 4001 ProcessGroupNCCL.cpp:632] "
+        f"[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48213, "
+        "OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for "
+        "600021 milliseconds before timing out.\n"
+    )
+    child = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "============================================================\n"
+        "train.py FAILED\n"
+        "------------------------------------------------------------\n"
+        "Failures:\n  <NO_OTHER_FAILURES>\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n[0]:\n"
+        f"  time      : {t + timedelta(seconds=20):%Y-%m-%d_%H:%M:%S}\n"
+        f"  host      : {host}\n  rank      : {rank} (local_rank: 3)\n"
+        "  exitcode  : -6 (pid: 24321)\n  error_file: <N/A>\n"
+        "  traceback : Signal 6 (SIGABRT) received by PID 24321\n"
+        "============================================================\n"
+    )
+    out = ts + b",001 ERROR train.py:300 collective stalled\n" + watchdog.encode()
+    if host == bad:
+        warn = f"{host}:4003:4103 [3] NCCL WARN Cuda failure 'unspecified launch failure'\n"
+        out += warn.encode()
+    out += iso_ts(t + timedelta(seconds=20)) + b",500 ERROR torchrun agent: worker failed\n"
+    return out + child.encode()
+
+
+def write_file(path: Path, make, begin: datetime, seconds: int, fmt, tail: bytes, every: int):
+    """Rotate 7 clean per-second templates; every `every` seconds use a noisy one."""
+    clean = [make(False) for _ in range(7)]
+    noisy = make(True)
+    with open(path, "wb", buffering=1 << 20) as fh:
+        for s in range(seconds):
+            template = noisy if s % every == every - 1 else clean[s % 7]
+            fh.write(template.replace(TS, fmt(begin + timedelta(seconds=s))))
+        fh.write(tail)
+
+
+def generate(out: Path, nodes: int, lines: int, bad_index: int = 17, seed: int = 7) -> Path:
+    rng = random.Random(seed)
+    fail_at = START + FAIL_AFTER
+    end = fail_at + timedelta(seconds=150)
+    names = [f"node-{i:03d}" for i in range(nodes)]
+    bad = names[min(bad_index, nodes - 1)]
+    kern_secs = int((FAIL_AFTER + KERN_LEAD).total_seconds())
+    app_secs = int(FAIL_AFTER.total_seconds())
+    kern_ps = max(1, round(lines * KERN_SHARE / kern_secs))
+    app_ps = max(1, round(lines * (1 - KERN_SHARE) / app_secs))
+    for i, host in enumerate(names):
+        d = out / "logs" / host
+        d.mkdir(parents=True, exist_ok=True)
+        kern_tail = cause_kern(host, fail_at) if host == bad else b""
+        write_file(
+            d / "kern.log",
+            lambda n, host=host: kern_template(host, kern_ps, rng, n),
+            START - KERN_LEAD,
+            kern_secs,
+            syslog_ts,
+            kern_tail,
+            120,
+        )
+        app_tail = symptom_app(host, i * 8 + 3, fail_at + timedelta(seconds=30 + i % 5), bad)
+        write_file(
+            d / "app.log",
+            lambda n, host=host: app_template(host, app_ps, rng, n),
+            START,
+            app_secs,
+            iso_ts,
+            app_tail,
+            300,
+        )
+    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    ms = int(fail_at.timestamp() * 1000)
+    prom = [
+        "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.",
+        "# TYPE DCGM_FI_DEV_XID_ERRORS gauge",
+    ]
+    for host in names:
+        for gpu in range(8):
+            value = 79 if (host == bad and gpu == 3) else 0
+            series = f'DCGM_FI_DEV_XID_ERRORS{{Hostname="{host}",gpu="{gpu}"}}'
+            prom.append(f"{series} {value} {ms + 1000}")
+    (out / "metrics" / "dcgm.prom").write_text("\n".join(prom) + "\n")
+    ctx = {
+        "job_id": f"bench-{nodes}x{lines}",
+        "scheduler": "slurm",
+        "cluster": "bench",
+        "state": "FAILED",
+        "exit_code": 1,
+        "start": START.isoformat().replace("+00:00", "Z"),
+        "end": end.isoformat().replace("+00:00", "Z"),
+        "nodes": names,
+        "gpu_model": "H100",
+        "expected": {"category": "gpu.lost", "node": bad},
+    }
+    (out / "context.json").write_text(json.dumps(ctx, indent=2) + "\n")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("/tmp/attr-bench/case"))
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--lines", type=int, default=200_000, help="lines per node")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    generate(args.out, args.nodes, args.lines)
+    print(f"generated {args.out} in {time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

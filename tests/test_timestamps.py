@@ -1,0 +1,110 @@
+"""Line-start timestamp formats (connectors/timestamps.py), one test per format."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from attribution_dagster.connectors.timestamps import TIMED_LINE_START, TimestampParser
+
+UTC = timezone.utc
+REF = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+@pytest.fixture
+def parser() -> TimestampParser:
+    return TimestampParser(REF)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b"2026-11-02T10:03:11.123456+00:00 node-a kernel: x", utc(2026, 11, 2, 10, 3, 11, 123456)),
+        (b"2026-11-02T10:03:11Z node-a kernel: x", utc(2026, 11, 2, 10, 3, 11)),
+        (b"2026-11-02T12:03:11.5+02:00 msg", utc(2026, 11, 2, 10, 3, 11, 500000)),
+        (b"2026-11-02T05:03:11-0500 node-a kernel: x", utc(2026, 11, 2, 10, 3, 11)),
+        (b"2026-11-02T10:03:11+0000 node-a kernel: journald", utc(2026, 11, 2, 10, 3, 11)),
+        (b"2026-11-02 10:03:11,123 INFO train.py: step", utc(2026, 11, 2, 10, 3, 11, 123000)),
+        (b"[2026-11-02 10:03:11,123] WARNING x", utc(2026, 11, 2, 10, 3, 11, 123000)),
+        (b"2026-11-02T10:03:11.123456789Z nanos", utc(2026, 11, 2, 10, 3, 11, 123456)),
+        (b"Nov  2 10:03:11 node-a kernel: NVRM", utc(2026, 11, 2, 10, 3, 11)),
+        (b"Nov 12 10:03:11 node-a kernel: x", utc(2026, 11, 12, 10, 3, 11)),
+        (b"[Mon Nov  2 10:03:11 2026] NVRM: Xid", utc(2026, 11, 2, 10, 3, 11)),
+        (b"<13>1 2026-11-02T10:03:11.000Z node-a app - - - msg", utc(2026, 11, 2, 10, 3, 11)),
+        (b"<4>Nov  2 10:03:11 node-a kernel: x", utc(2026, 11, 2, 10, 3, 11)),
+        (b"12: 2026-11-02 10:03:11,000 srun task label", utc(2026, 11, 2, 10, 3, 11)),
+    ],
+)
+def test_formats(parser: TimestampParser, line: bytes, expected: datetime) -> None:
+    got = parser.parse_line(line)
+    assert got == expected
+    assert got is not None and got.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, GPU has fallen off the bus.",
+        b"node-a:123:456 [3] NCCL INFO Channel 00/0",
+        b"Traceback (most recent call last):",
+        b'  File "train.py", line 3, in <module>',
+        b"2026-13-45T10:03:11Z impossible date",
+        b"Foo  2 10:03:11 node-a not a month",
+        b"",
+    ],
+)
+def test_untimed_lines(parser: TimestampParser, line: bytes) -> None:
+    assert parser.parse_line(line) is None
+
+
+def test_offsetless_iso_uses_log_timezone() -> None:
+    p = TimestampParser(REF, "America/New_York")  # EST (-05:00) on 2 Nov 2026
+    assert p.parse_line(b"2026-11-02 05:03:11,000 INFO x") == utc(2026, 11, 2, 10, 3, 11)
+    assert p.parse_line(b"Nov  2 05:03:11 host kernel: x") == utc(2026, 11, 2, 10, 3, 11)
+    assert p.parse_line(b"[Mon Nov  2 05:03:11 2026] x") == utc(2026, 11, 2, 10, 3, 11)
+    # an explicit offset wins over the zone
+    assert p.parse_line(b"2026-11-02T10:03:11Z x") == utc(2026, 11, 2, 10, 3, 11)
+
+
+def test_summer_time_in_log_timezone() -> None:
+    p = TimestampParser(utc(2026, 7, 1), "Europe/Berlin")  # CEST, +02:00
+    assert p.parse_line(b"2026-07-01 12:00:00 x") == utc(2026, 7, 1, 10, 0, 0)
+
+
+def test_unknown_zone_falls_back_to_utc() -> None:
+    p = TimestampParser(REF, "Not/AZone")
+    assert p.parse_line(b"2026-11-02 10:03:11 x") == utc(2026, 11, 2, 10, 3, 11)
+
+
+def test_syslog_year_from_reference() -> None:
+    p = TimestampParser(utc(2025, 6, 1))
+    assert p.parse_line(b"Jun  1 00:00:01 h kernel: x") == utc(2025, 6, 1, 0, 0, 1)
+
+
+def test_syslog_new_year_december_line_for_january_job() -> None:
+    p = TimestampParser(utc(2027, 1, 1, 0, 5))
+    assert p.parse_line(b"Dec 31 23:59:50 h kernel: x") == utc(2026, 12, 31, 23, 59, 50)
+    assert p.parse_line(b"Jan  1 00:00:10 h kernel: x") == utc(2027, 1, 1, 0, 0, 10)
+
+
+def test_syslog_new_year_january_line_for_december_job() -> None:
+    p = TimestampParser(utc(2026, 12, 31, 23, 50))
+    assert p.parse_line(b"Jan  1 00:10:00 h kernel: x") == utc(2027, 1, 1, 0, 10)
+
+
+def test_syslog_feb_29() -> None:
+    p = TimestampParser(utc(2028, 3, 1))
+    assert p.parse_line(b"Feb 29 10:00:00 h kernel: x") == utc(2028, 2, 29, 10)
+    # no leap year within half a year of the job: not a plausible date -> untimed
+    assert TimestampParser(utc(2027, 2, 1)).parse_line(b"Feb 29 10:00:00 h kernel: x") is None
+
+
+def test_timed_line_start_finds_lines_after_newlines(parser: TimestampParser) -> None:
+    buf = b"junk\nNov  2 10:00:01 a k: x\nuntimed\n2026-11-02T10:00:02Z y\nuntimed\n"
+    times = [parser.from_match(m) for m in TIMED_LINE_START.finditer(buf)]
+    assert times == [utc(2026, 11, 2, 10, 0, 1), utc(2026, 11, 2, 10, 0, 2)]
