@@ -25,11 +25,28 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def replicate(cases_root: Path, out: Path, n: int) -> int:
+def snapshot(cases_root: Path, out: Path, attempts: int = 5) -> list[Path]:
+    """Copy the readable cases once (the samples may be regenerated while we run)."""
     from attribution_dagster.local_run import discover_cases
 
-    cases, _ = discover_cases(cases_root)
-    sources = sorted(d for d, _ in cases.values())
+    for attempt in range(attempts):
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        cases, _ = discover_cases(cases_root)
+        try:
+            copied = []
+            for i, (case_dir, _ctx) in enumerate(sorted(cases.values(), key=lambda c: str(c[0]))):
+                dst = out / f"{i:03d}-{case_dir.name}"
+                shutil.copytree(case_dir, dst)
+                copied.append(dst)
+            return copied
+        except (shutil.Error, OSError):
+            time.sleep(2 * (attempt + 1))
+    raise SystemExit(f"could not copy the cases under {cases_root}")
+
+
+def replicate(cases_root: Path, out: Path, n: int) -> int:
+    sources = snapshot(cases_root, out.parent / "snapshot")
     if not sources:
         raise SystemExit(f"no readable cases under {cases_root}")
     for i in range(n):

@@ -31,6 +31,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from generate import generate  # noqa: E402
 
 _ERE_SPECIAL = set(".[]()*+?{}|^$\\")
+# children import this checkout, whatever the caller's working directory
+_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+}
 
 SCANNER_ONLY = """
 import sys, time
@@ -60,7 +65,7 @@ def run(cmd: list[str], stdout_path: Path) -> tuple[float, float, int]:
     """(wall seconds, peak RSS MB, exit code) of one child process."""
     with open(stdout_path, "wb") as out:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, cwd=ROOT, env=_ENV)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -96,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     py = sys.executable
     cli = Path(py).with_name("attribution")
     cli_works = (
-        cli.exists() and subprocess.run([str(cli), "--help"], capture_output=True).returncode == 0
+        cli.exists()
+        and subprocess.run([str(cli), "--help"], capture_output=True, env=_ENV).returncode == 0
     )
     analyze_cmd = (
         [str(cli), "analyze", str(case), "--json"]
@@ -130,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"case        {case}  ({args.nodes} nodes x {args.lines} lines requested)")
     print(f"input       {lines:,} lines, {nbytes / 1e6:,.0f} MB, {len(literals)} anchor literals")
     print(f"scanner     {records} records kept, {oow} hits out of window")
+    print(f"analyze via {'attribution analyze --json' if cli_works else 'python -c analyze_case'}")
     print(f"{'':10}  {'wall s':>7}  {'lines/s':>12}  {'vs grep':>7}  {'peak RSS MB':>11}")
     for name, (wall, rss, _) in (("grep", grep), ("scanner", scanner), ("analyze", analyze)):
         print(f"{name:10}  {wall:7.2f}  {lines / wall:12,.0f}  {wall / grep[0]:6.2f}x  {rss:11.0f}")

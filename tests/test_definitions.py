@@ -172,3 +172,18 @@ def test_dagster_cli_loads_the_code_location(tmp_path):
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_production_instance_example_matches_dagsters_schema():
+    from dagster._config import validate_config
+    from dagster._core.instance.config import dagster_instance_config_schema
+
+    cfg = yaml.safe_load((REPO / "dagster.yaml.example").read_text())
+    result = validate_config(dagster_instance_config_schema(), cfg)
+    assert result.success, [e.message for e in result.errors]
+    assert cfg["run_coordinator"]["class"] == "QueuedRunCoordinator"
+    assert cfg["run_launcher"]["class"] == "K8sRunLauncher"
+    assert "postgres" in cfg["storage"]
+    # no secret in the file: every credential is read from the environment
+    db = cfg["storage"]["postgres"]["postgres_db"]
+    assert db["password"] == {"env": "DAGSTER_PG_PASSWORD"}

@@ -509,3 +509,17 @@ def test_block_scanner_equals_naive_line_loop(parts: list[bytes], block: int) ->
     for use_hs in HS_MODES:
         res = FileScanner(ScanSpec(**{**s.__dict__, "use_hyperscan": use_hs})).scan_bytes(data)
         assert [(n, t, q) for n, t, q, _ in res.records] == _reference_scan(data, s)
+
+
+def test_memory_stays_bounded_by_the_block_not_the_file() -> None:
+    import tracemalloc
+
+    line = b"Nov  2 10:00:00 node-a kernel: chatter chatter chatter chatter chatter\n"
+    data = line * 300_000 + b"Nov  2 10:00:01 node-a kernel: NVRM: Xid 79\n"  # ~21 MB
+    scanner = FileScanner(spec(block_size=1 << 20))
+    tracemalloc.start()
+    res = scanner.scan_bytes(data)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(res.records) == 1 and res.lines == 300_001
+    assert peak < 4 * (1 << 20)  # one reused 2-block buffer plus change, not 21 MB

@@ -645,3 +645,24 @@ def test_prefixed_torchrun_block_and_exception() -> None:
         one("[Mon Nov  2 10:03:11 2026] 3: [rank3]: ValueError: v", "traceback").attrs["message"]
         == "v"
     )
+
+
+METRIC_EXAMPLES = [
+    pytest.param(m, i, ex, id=f"{m.id}-{i}")
+    for m in CAT.metric_specs
+    for i, ex in enumerate(m.examples)
+]
+
+
+@pytest.mark.parametrize("spec,index,ex", METRIC_EXAMPLES)
+def test_metric_catalog_example(spec, index: int, ex) -> None:
+    obs = CAT.metric_example_observations(spec, ex)
+    assert len(obs) == len(ex.expect), [o.kind for o in obs]
+    for o, want in zip(obs, ex.expect, strict=True):
+        assert o.parser == spec.id
+        for key, val in want.items():
+            if key == "attrs":
+                for akey, aval in val.items():
+                    assert o.attrs.get(akey) == aval, (spec.id, akey, o.attrs)
+            else:
+                assert getattr(o, key) == val, (spec.id, key, getattr(o, key))

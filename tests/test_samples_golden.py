@@ -270,7 +270,7 @@ def _bad_lines(case: Path, max_line_bytes: int) -> int:
 
 @pytest.mark.parametrize("name", CASES)
 def test_damaged_lines_are_counted_not_fatal(name: str) -> None:
-    """Invalid UTF-8, NUL runs and overlong lines are counted in coverage, and the case still ran."""
+    """Invalid UTF-8, NUL runs and overlong lines are counted in coverage; the case still runs."""
     bad = _bad_lines(SAMPLES / name, AnalysisSettings().max_line_bytes)
     counted = sum(cov.problems for cov in _result(name).coverage)
     if bad:

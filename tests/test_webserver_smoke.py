@@ -106,9 +106,7 @@ def test_webserver_serves_asset_graph_and_job_partitions(tmp_path):
                 break
             assert time.monotonic() < deadline, "code location did not load"
             time.sleep(0.5)
-    finally:
-        pass_through = None  # noqa: F841
-    try:
+
         [entry] = entries
         assert entry["name"] == "attribution_dagster"
         assert entry["locationOrLoadError"]["__typename"] == "RepositoryLocation", entry

@@ -45,6 +45,14 @@ def _scan_in_worker(path: str, display: str) -> FileScan:
     return _worker.scan_path(Path(path), display)
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (a container's affinity, not the host's core count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _short(name: str) -> str:
     return name.split(".", 1)[0]
 
@@ -86,7 +94,7 @@ class LocalFilesClient:
         parallel_min_bytes: int = PARALLEL_MIN_BYTES,
     ) -> None:
         self.max_line_bytes = max_line_bytes
-        self.workers = max(1, workers) if workers is not None else (os.cpu_count() or 1)
+        self.workers = max(1, workers) if workers is not None else _usable_cpus()
         self.block_size = block_size
         self.use_hyperscan = use_hyperscan
         self.parallel_min_bytes = parallel_min_bytes

@@ -249,7 +249,8 @@ def decode_aer(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
 
 _NOT_EXCEPTIONS = {"LustreError", "NVRM", "Error", "Exception"}
 _NCCL_TEXT = re.compile(
-    r"NCCL|nccl|communicator|[Ww]atchdog|DistBackendError|ProcessGroup|remote process exited"
+    r"NCCL|nccl|communicator|[Ww]atchdog|DistBackendError|DistNetworkError|DistStoreError"
+    r"|ProcessGroup|remote process exited|gloo"
 )
 _IO_ERRNO = re.compile(
     r"Errno (?:5|28|30|107|108|116|122)\b|Input/output error|No space left|Read-only file system"

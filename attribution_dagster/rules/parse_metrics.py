@@ -22,6 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from attribution_dagster.models import ExecutionContext, MetricSample, Observation
 
 
+class MetricExample(BaseModel):
+    """One series (metric = the spec's first name, one sample per second) and what it yields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    values: list[float] = Field(min_length=1)
+    expect: list[dict[str, Any]]
+
+
 class MetricSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -35,7 +45,7 @@ class MetricSpec(BaseModel):
     port_from_labels: bool = False  # port = `device/port` labels (node_exporter IB series)
     attrs: dict[str, Any] = Field(default_factory=dict)
     description: str = ""
-    examples: list[dict[str, Any]] = Field(default_factory=list)
+    examples: list[MetricExample] = Field(min_length=1)
 
 
 def _node(sample: MetricSample, ctx: ExecutionContext | None) -> str:

@@ -18,6 +18,41 @@ with attrs.logged_on = the record's node.
 A traceback line such as `torch.OutOfMemoryError: CUDA out of memory` yields both a
 `traceback` (attrs.family cuda_oom) and a `cuda_oom`; rules should treat the pair as one event.
 
+Parsers whose regex is anchored at the line start set `strip_prefix` so timestamps, `host
+tag[pid]:`, srun `N:` and torchrun `[rankN]:` prefixes are skipped. Regexes see at most
+MATCH_MAX characters per line, and prefix quantifiers are bounded, so hostile lines stay cheap.
+
+Attrs by kind (full list with examples: docs/parsers.md):
+
+- xid: mnemonic, subsystem, fatal (True/False/None from the text), event, link, action,
+  action_code, previous_action (154), gpc/tpc/sm/detail (13), contained (94/95), pid, process;
+  from DCGM: origin=dcgm, metric, value. sxid: fatal, link, switch.
+- gpu_lost: how / init. nvlink_error: link, origin=cuda. nvlink_counter / gpu_ecc_uncorrectable
+  (DCGM): origin, metric, value, delta; gpu_ecc_uncorrectable from CUDA: origin=cuda.
+- cuda_error: error (illegal_address, misaligned_address, launch_failure, device_assert,
+  illegal_instruction, launch_timeout, no_device, init_error, unknown, other), message.
+  cuda_oom: tried, total (gpu field from "GPU N has a total capacity").
+- ib_completion_error: status, status_name, vendor_err, opcode, direction, peer_port, host.
+  ib_link_down / ib_link_up: driver (logs) or origin=metric, state, previous_state, delta;
+  reason=cable_unplugged. nic_fatal: what / module, status, detail. pcie_aer: severity
+  (corrected, nonfatal, fatal), source_device, type. nccl_abort: what. nccl_warn: message.
+- collective_timeout: rank, global_rank, pg, seq, op, timeout_ms, ran_ms. watchdog_failure:
+  rank, global_rank, seq, failure_detected / thread_terminated / process_down.
+- child_failed: host, rank, local_rank, exit_code, pid, signal, signal_name, failed_at,
+  failures. process_exit: exit_code, signal, signal_name, how, tasks, local_rank, source_tool.
+- traceback: exc_type, message, family (nccl, cuda_oom, cuda, io, signal, child_failed, app),
+  errno. segfault: process, pid, library.
+- host_oom_kill: process, pid, invoker, constraint, task, task_pid, victim. cgroup_oom: events,
+  step, pid, process. kernel_panic: what (panic, soft_lockup, hard_lockup, hung_task, mce).
+  node_unreachable: host / failed_host / not_responding.
+- lustre_error: rc (= code), target, op, nid, event=connection_lost. nfs_error: server.
+  io_error: what (buffer_io, block_io, ext4_error, remount_ro, nvme_reset, eio,
+  transport_shutdown, xfs_shutdown), device. disk_full: path.
+- slurm_cancelled: reason (time_limit, preemption, node_failure, requeue, none), what, id, at,
+  by. k8s_oom_killed: exit_code, container. k8s_evicted: reason (node_pressure + resource,
+  preempted, taint, eviction_api, pod_gc, kubelet, evicted).
+- any kind: logged_on when node was taken from a host named in the line.
+
 Run `python -m attribution_dagster.rules.parsers --markdown` to print docs/parsers.md.
 """
 
@@ -27,7 +62,8 @@ import argparse
 import functools
 import re
 import sys
-from datetime import datetime, timezone
+import threading
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +80,12 @@ from attribution_dagster.models import (
     RawRecord,
 )
 from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
-from attribution_dagster.rules.parse_metrics import MetricNormalizer, MetricSpec, normalize_pci
+from attribution_dagster.rules.parse_metrics import (
+    MetricExample,
+    MetricNormalizer,
+    MetricSpec,
+    normalize_pci,
+)
 
 CATALOG_PATH = Path(__file__).with_name("parsers.yaml")
 EXCERPT_MAX = 300
@@ -182,6 +223,55 @@ class Parser:
         return draft
 
 
+class _HyperscanDispatch:
+    """Which anchors a line holds, in one hyperscan pass (5x the plain `in` loop).
+
+    Optional: without hyperscan (or on any hyperscan error) the catalog uses `in` tests.
+    Scratch space is per thread, as hyperscan requires.
+    """
+
+    def __init__(self, hs: Any, db: Any):
+        self._hs, self._db, self._local = hs, db, threading.local()
+
+    @classmethod
+    def build(cls, literals: list[str]) -> _HyperscanDispatch | None:
+        try:
+            import hyperscan
+        except ImportError:
+            return None
+        try:
+            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            db.compile(
+                expressions=[re.escape(lit).encode() for lit in literals],
+                ids=list(range(len(literals))),
+                flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(literals),
+            )
+        except Exception:
+            return None
+        return cls(hyperscan, db)
+
+    @staticmethod
+    def _on_match(i: int, _from: int, _to: int, _flags: int, found: set[int]) -> None:
+        found.add(i)
+
+    def present(self, line: str) -> set[int] | None:
+        """Indexes of anchors present in the line, or None to fall back to `in` tests."""
+        scratch = getattr(self._local, "scratch", None)
+        try:
+            if scratch is None:
+                scratch = self._local.scratch = self._hs.Scratch(self._db)
+            found: set[int] = set()
+            self._db.scan(
+                line.encode("utf-8", "surrogatepass"),
+                match_event_handler=self._on_match,
+                context=found,
+                scratch=scratch,
+            )
+            return found
+        except Exception:
+            return None
+
+
 def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
     """The ctx node a host string names (exact, or same short name), else None."""
     if not host or ctx is None:
@@ -232,6 +322,7 @@ class ParserCatalog:
                 context[a.literal] = max(context.get(a.literal, 0), a.context_after)
         self._dispatch = [(lit, tuple(sorted(ix))) for lit, ix in by_literal.items()]
         self._anchors = [Anchor(literal=lit, context_after=context[lit]) for lit in by_literal]
+        self._hs = _HyperscanDispatch.build([lit for lit, _ in self._dispatch])
 
     # --- the interface -------------------------------------------------------------------
 
@@ -245,9 +336,14 @@ class ParserCatalog:
 
     def _match(self, line: str, text: str) -> list[tuple[Parser, dict[str, Any]]]:
         cand: set[int] = set()
-        for lit, ix in self._dispatch:
-            if lit in line:
-                cand.update(ix)
+        found = self._hs.present(line) if self._hs is not None else None
+        if found is None:
+            for lit, ix in self._dispatch:
+                if lit in line:
+                    cand.update(ix)
+        else:
+            for j in found:
+                cand.update(self._dispatch[j][1])
         if not cand:
             return []
         out: list[tuple[Parser, dict[str, Any]]] = []
@@ -364,10 +460,27 @@ class ParserCatalog:
                     "metrics": m.names,
                     "mode": m.mode,
                     "attrs": sorted(set(m.attrs) | _MODE_ATTRS[m.mode]),
-                    "examples": m.examples,
+                    "examples": [e.model_dump() for e in m.examples],
                 }
             )
         return rows
+
+    def metric_example_observations(self, spec: MetricSpec, ex: MetricExample) -> list[Observation]:
+        """Replay one metric example as samples one second apart (used by tests and docs)."""
+        t0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
+        samples = [
+            MetricSample(
+                source="example",
+                node="node-a",
+                locator=f"example.prom:{i + 1}",
+                time=t0 + timedelta(seconds=i),
+                name=spec.names[0],
+                labels=ex.labels,
+                value=v,
+            )
+            for i, v in enumerate(ex.values)
+        ]
+        return self.normalize_samples(samples, _example_ctx(["node-a", "node-b", "node-c"]))
 
     def example_observations(
         self, ex: ExampleSpec, parser_id: str | None = None
@@ -381,15 +494,7 @@ class ParserCatalog:
             time=datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc),
             text=text,
         )
-        ctx = ExecutionContext(
-            job_id="example",
-            scheduler="static",
-            state="FAILED",
-            start=datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc),
-            end=datetime(2026, 11, 2, 11, 0, tzinfo=timezone.utc),
-            nodes=ex.nodes,
-        )
-        obs = self.parse_record(rec, ctx)
+        obs = self.parse_record(rec, _example_ctx(ex.nodes))
         return [o for o in obs if parser_id is None or o.parser == parser_id]
 
 
@@ -399,6 +504,17 @@ _MODE_ATTRS: dict[str, set[str]] = {
     "positive": {"delta"},
     "state": {"state", "previous_state"},
 }
+
+
+def _example_ctx(nodes: list[str]) -> ExecutionContext:
+    return ExecutionContext(
+        job_id="example",
+        scheduler="static",
+        state="FAILED",
+        start=datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc),
+        end=datetime(2026, 11, 2, 11, 0, tzinfo=timezone.utc),
+        nodes=nodes,
+    )
 
 
 def _read(path: Path) -> ParserCatalog:
@@ -507,8 +623,18 @@ def markdown(catalog: ParserCatalog | None = None) -> str:
             "",
             "- metrics: " + ", ".join(f"`{m}`" for m in r["metrics"]),
             f"- mode: `{r['mode']}`",
+            "- attrs: " + ", ".join(f"`{a}`" for a in r["attrs"]),
+            "",
+            "Examples (one sample per second):",
             "",
         ]
+        for ex in r["examples"]:
+            labels = ",".join(f'{k}="{v}"' for k, v in ex["labels"].items())
+            values = ", ".join(f"{v:g}" for v in ex["values"])
+            lines += [
+                f"- `{r['metrics'][0]}{{{labels}}}` = {values} -> `{ex['expect']}`",
+            ]
+        lines.append("")
     lines += ["## Lines that must produce nothing", ""]
     for n in cat.noise:
         lines += ["```", n, "```"]

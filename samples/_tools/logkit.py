@@ -56,6 +56,8 @@ class Case:
         self.end = t_(ctx["end"])
         self.boot: dict[str, datetime] = {}
         self.pids: dict[str, int] = {}
+        # many jobs run with NCCL_DEBUG=WARN: no INFO chatter at all
+        self.nccl_debug_info = ctx.pop("_nccl_debug", "INFO") == "INFO"
 
     def local(self, t: datetime) -> datetime:
         """Wall-clock time on the nodes (log_timezone), as processes without an offset print it."""
@@ -268,14 +270,14 @@ def startup(c: Case, t: datetime, host: str, node_idx: int, nnodes: int, gpus: i
              "/usr/local/lib/python3.10/dist-packages/torch/utils/checkpoint.py:1399: FutureWarning: "
              "`torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', args...)` instead.",
              "  with device_autocast_ctx, torch.cpu.amp.autocast(**cpu_autocast_kwargs), recompute_context:  # type: ignore[attr-defined]"]
-    for dev in range(gpus):
+    for dev in range(gpus if c.nccl_debug_info else 0):  # NCCL_DEBUG=INFO prints the bring-up
         pid = c.rank_pid(host, dev)
         rank = node_idx * gpus + dev
         lines += nccl_init(c, host, pid, dev, rank, gpus * nnodes, nnodes, ip, gpu_model, brief=dev != 0 or node_idx != 0)
     t2 = t + timedelta(seconds=c.rng.uniform(25, 45))
     lines.append(pylog(c, t2, "INFO", f"[{script}:140] model initialised: 8.03B parameters, "
                        "activation checkpointing on, bf16"))
-    lines.append(pylog(c, t2 + timedelta(seconds=3.1), "INFO", f"[data.py:61] loaded 2048 shards from "
+    lines.append(pylog(c, t2 + timedelta(seconds=3.1), "INFO", "[data.py:61] loaded 2048 shards from "
                        "/lustre/datasets/fineweb-edu/v2, 1,294,113,280 tokens"))
     return lines, t2 + timedelta(seconds=6)
 
@@ -301,7 +303,7 @@ def steps(c: Case, t0: datetime, t1: datetime, step0: int, dt: float, every: int
 
 # ---- failure tails ------------------------------------------------------
 def watchdog_timeout(rank: int, t: datetime, seq: int, timeout_ms: int = 600000, optype: str = "ALLREDUCE",
-                     numel: int = 1, full: bool = True, label: str | None = None) -> list[str]:
+                     numel: int = 1, full: bool | str = True, label: str | None = None) -> list[str]:
     """PyTorch ProcessGroupNCCL watchdog lines for one rank (PyTorch 2.4/2.5 wording)."""
     pre = (f"{label}: " if label else "") + f"[rank{rank}]:[{glog(t)} "
     ran = timeout_ms + (t.microsecond // 1000) % 97
@@ -310,6 +312,11 @@ def watchdog_timeout(rank: int, t: datetime, seq: int, timeout_ms: int = 600000,
              f"{work} ran for {ran} milliseconds before timing out."]
     if not full:
         return lines
+    if full == "short":  # what most ranks print: the timeout, the take-down notice, the abort
+        return lines + [
+            f"{pre}ProcessGroupNCCL.cpp:636] [Rank {rank}] To avoid data inconsistency, we are taking the entire "
+            "process down.",
+            "terminate called after throwing an instance of 'c10::DistBackendError'"]
     lines += [
         f"{pre}ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Exception (either an error "
         f"or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq + 1}, last completed NCCL work: {seq - 1}.",

@@ -99,7 +99,10 @@ def wd_all(c, host, idx, gpus, t, seq, timeout_ms=600000, full_ranks=(0,), skip=
             continue
         r = idx * gpus + dev
         tt = t + timedelta(milliseconds=c.rng.randint(0, 900))
-        out += watchdog_timeout(r, tt, seq, timeout_ms, optype, numel, full=dev in full_ranks)
+        # one node per case prints the whole dump (stack frames); elsewhere the short form
+        full = (True if not getattr(c, "_dumped", False) else "short") if dev in full_ranks else False
+        out += watchdog_timeout(r, tt, seq, timeout_ms, optype, numel, full=full)
+    c._dumped = True
     return out
 
 
@@ -123,8 +126,8 @@ def xid149_nvlink_3node():
              ctx("4812", "FAILED", "2026-11-02T10:00:00Z", "2026-11-02T10:23:31Z", nodes, "GB200",
                  cluster="gb200-nvl72-east"),
              exp("attributed", "gpu.nvlink", ["node-b"], ["xid"],
-                 why="Fatal XID 149 NETIR_LINK_EVT on node-b's GPU 1 hung the NVLink collectives; the "
-                     "watchdog timeouts on all three nodes ten minutes later are symptoms."))
+                 why="Fatal XID 149 NETIR_LINK_EVT on node-b's GPU 1 (XID 154: Drain and Reset) hung the NVLink "
+                     "collectives; the watchdog timeouts on all three nodes ten minutes later are symptoms."))
     T0 = t_("2026-11-02T10:12:40.531877Z")
     gpus, seq = 4, 18211
     for i, h in enumerate(nodes):
@@ -132,37 +135,26 @@ def xid149_nvlink_3node():
         ev = []
         if h == "node-b":
             pci = PCI["GB200"][1]
+            # a rising bit-error rate on the same link announced it (Nonfatal: no job impact by itself)
+            ev += [kern(c, "iso", T0 - timedelta(seconds=95.2), h, xid(pci, 149, "NETIR_BER_EVENT Nonfatal XC0 i0 "
+                        "Link 05 (0x00000013 0x00000000 0x00000000 0x00000000)", pid=None))]
             ev += [kern(c, "iso", T0, h, xid(pci, 149, "NETIR_LINK_EVT  Fatal   XC0 i0 Link 05 (0x021425c6 "
                                           "0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)", pid=None)),
                    kern(c, "iso", T0 + timedelta(milliseconds=9), h,
                         xid(pci, 154, "GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)",
                             pid=None))]
-            pid = rankpid(c, h, 1)
-            tf = T0 + timedelta(milliseconds=870)
-            app += [f"{h}:{pid}:{pid + 97} [1] NCCL WARN Cuda failure 'uncorrectable NVLink error detected during "
-                    "the execution'",
-                    f"{h}:{pid}:{pid + 97} [1] NCCL INFO enqueue.cc:1451 -> 1",
-                    f"[rank5]:[{glog(tf)} ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 5] Process "
-                    "group watchdog thread terminated with exception: CUDA error: uncorrectable NVLink error "
-                    "detected during the execution",
-                    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-                    "below might be incorrect.",
-                    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-                    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
-                    "",
-                    "terminate called after throwing an instance of 'c10::DistBackendError'"]
-            app += torchrun_failed(c, T0 + 2.3 * S, h, [{"rank": 5, "local_rank": 1, "exitcode": -6, "pid": pid}])
-        else:
-            tw = T0 + timedelta(seconds=600, milliseconds=c.rng.randint(40, 300))
-            app += wd_all(c, h, i, gpus, tw, seq, full_ranks=(0, 3), optype="_ALLGATHER_BASE", numel=52428800)
-            app += torchrun_failed(c, tw + 1.6 * S, h, [{"rank": i * gpus, "local_rank": 0, "exitcode": -6,
-                                                        "pid": rankpid(c, h, 0)}])
+        # the NVLink domain hangs: every rank, node-b's included, waits in the collective until
+        # the 10-minute watchdog fires
+        tw = T0 + timedelta(seconds=600, milliseconds=c.rng.randint(40, 300))
+        app += wd_all(c, h, i, gpus, tw, seq, full_ranks=(0, 3), optype="_ALLGATHER_BASE", numel=52428800)
+        app += torchrun_failed(c, tw + 1.6 * S, h, [{"rank": i * gpus, "local_rank": 0, "exitcode": -6,
+                                                    "pid": rankpid(c, h, 0)}])
         c.add(f"logs/{h}/app.log", app)
         c.add(f"logs/{h}/kern.log", kernel_file(c, h, "iso", ev, 24, "GB200"))
     c.add("logs/node-a/slurm-4812.out", slurm_out(c, "4812", nodes, c.start + S, [
+        "srun: error: node-a: task 0: Exited with exit code 1",
         "srun: error: node-b: task 1: Exited with exit code 1",
-        "srun: error: node-c: task 2: Exited with exit code 1",
-        "srun: error: node-a: task 0: Exited with exit code 1"]))
+        "srun: error: node-c: task 2: Exited with exit code 1"]))
     return c
 
 
@@ -248,7 +240,7 @@ def xid79_32node_nccl_timeouts():
         else:
             c.add(f"logs/{h}/syslog", kernel_file(c, h, "rfc3164", ev, 8, before=timedelta(minutes=20)))
         c.add(f"logs/{h}/stdout", lines)
-    tail = [f"srun: error: node-17: task 16: Exited with exit code 1"]
+    tail = ["srun: error: node-17: task 16: Exited with exit code 1"]
     tail += [f"srun: error: {h}: task {k}: Exited with exit code 1" for k, h in enumerate(nodes) if h != "node-17"]
     c.add("logs/node-01/slurm-771203.out", slurm_out(c, "771203", nodes, c.start + S, tail))
     return c
@@ -414,7 +406,7 @@ def invalid_bytes():
             app.insert(9, b"2026-11-03 07:30:21,900 INFO [data.py:74] tokenizer vocab entry 50213 = 'caf\xe9 cr\xe8me'"
                           b" (latin-1 in the source file)")
         if h == "node-b":
-            garbage = bytes((c.rng.randrange(256) for _ in range(240)))
+            garbage = bytes(c.rng.randrange(256) for _ in range(240))
             app.insert(len(app) // 2, garbage.replace(b"\n", b"\x01"))
             app.insert(len(app) // 3, b"\xff\xfe\x00W\x00A\x00R\x00N\x00 \x00U\x00T\x00F\x00-\x001\x006\x00")
         if h == "node-d":
@@ -558,7 +550,7 @@ def unattributed_only_symptoms():
     nodes = ["node-a", "node-b", "node-c", "node-d"]
     c = Case("unattributed-only-symptoms",
              ctx("55170", "FAILED", "2026-11-08T09:00:00Z", "2026-11-08T09:22:03Z", nodes, "H100",
-                 cluster="h100-iad2"),
+                 _nccl_debug="WARN", cluster="h100-iad2"),
              exp("unattributed", None, [],
                  why="Only NCCL watchdog timeouts and ChildFailedError on node-a..c; node-d's logs were not "
                      "collected, so the cause cannot be named (the result should say node-d is missing)."))
@@ -615,7 +607,7 @@ def shared_lustre():
     nodes = ["node-a", "node-b", "node-c", "node-d"]
     c = Case("shared-lustre",
              ctx("61955", "FAILED", "2026-11-10T04:00:00Z", "2026-11-10T04:27:51Z", nodes, "H100",
-                 cluster="h100-sc2"),
+                 _nccl_debug="WARN", cluster="h100-sc2"),
              exp("attributed", "storage", [], ["lustre_error"],
                  why="Every node lost its connection to scratch-OST0007 (rc = -107) in the same second; rank 0's "
                      "checkpoint write then failed with EIO and the other ranks timed out waiting for it."))
@@ -666,7 +658,7 @@ def gpu_driver_gsp_timeout():
     nodes = ["node-a", "node-b"]
     c = Case("gpu-driver-gsp-timeout",
              ctx("70331", "FAILED", "2026-11-11T19:00:00Z", "2026-11-11T19:20:55Z", nodes, "H100",
-                 cluster="h100-ord3"),
+                 _nccl_debug="WARN", cluster="h100-ord3"),
              exp("attributed", "gpu.driver", ["node-b"], ["xid"],
                  why="Repeated XID 119 (GSP RPC timeout) on node-b GPU 3; rank 11 then failed with 'unspecified "
                      "launch failure' and node-a's ranks hit the NCCL watchdog."))
@@ -768,7 +760,7 @@ def app_python_error():
     nodes = ["node-a", "node-b", "node-c", "node-d"]
     c = Case("app-python-error",
              ctx("55012", "FAILED", "2026-11-13T11:00:00Z", "2026-11-13T11:21:29Z", nodes, "H100",
-                 cluster="h100-iad2"),
+                 _nccl_debug="WARN", cluster="h100-iad2"),
              exp("attributed", "app.error", ["node-c"], ["traceback"],
                  why="rank 22 on node-c raised KeyError: 'input_ids' in the collate function (a malformed data "
                      "shard); the other nodes' NCCL watchdog timeouts are symptoms."))
@@ -835,7 +827,7 @@ def slurm_time_limit():
     nodes = ["node-a", "node-b"]
     c = Case("slurm-time-limit",
              ctx("88123", "TIMEOUT", "2026-11-14T00:00:00Z", "2026-11-14T04:00:27Z", nodes, "H100",
-                 exit_code=0, cluster="h100-iad2", time_limit_minutes=240),
+                 exit_code=0, _nccl_debug="WARN", cluster="h100-iad2", time_limit_minutes=240),
              exp("attributed", "scheduler.time_limit", [], ["slurm_cancelled"],
                  why="Training was healthy until Slurm cancelled it at its 4 h limit (DUE TO TIME LIMIT); the "
                      "SIGTERM tear-down that follows is a symptom."))
@@ -858,7 +850,7 @@ def slurm_preempted():
     nodes = ["node-a", "node-b"]
     c = Case("slurm-preempted",
              ctx("88410", "PREEMPTED", "2026-11-15T06:00:00Z", "2026-11-15T06:47:12Z", nodes, "H100",
-                 exit_code=0, cluster="h100-iad2", partition="low"),
+                 exit_code=0, _nccl_debug="WARN", cluster="h100-iad2", partition="low"),
              exp("attributed", "scheduler.cancelled", [], ["slurm_cancelled"],
                  why="A higher-priority job preempted this low-partition job at 06:46:40 (DUE TO PREEMPTION); "
                      "nothing on the nodes was faulty."))
@@ -881,7 +873,7 @@ def node_failure():
     nodes = ["node-a", "node-b", "node-c", "node-d"]
     c = Case("node-failure",
              ctx("5531", "NODE_FAIL", "2026-11-16T21:00:00Z", "2026-11-16T21:18:44Z", nodes, "H100",
-                 cluster="h100-sc2"),
+                 _nccl_debug="WARN", cluster="h100-sc2"),
              exp("attributed", "node.down", ["node-c"], ["kernel_panic"],
                  why="node-c logged soft lockups and a kernel panic at 21:12:20 and went silent; Slurm cancelled "
                      "the job DUE TO NODE FAILURE and peers saw node-c's endpoints vanish."))
@@ -930,7 +922,7 @@ def timeout_outranked_by_xid():
     nodes = ["node-a", "node-b"]
     c = Case("timeout-outranked-by-xid",
              ctx("88777", "TIMEOUT", "2026-11-17T00:00:00Z", "2026-11-17T02:00:31Z", nodes, "H100",
-                 exit_code=0, cluster="h100-iad2", time_limit_minutes=120),
+                 exit_code=0, _nccl_debug="WARN", cluster="h100-iad2", time_limit_minutes=120),
              exp("attributed", "gpu.lost", ["node-a"], ["xid"],
                  why="XID 79 on node-a at 01:30:12 hung the job (NCCL timeout set to 2 h) until Slurm's time "
                      "limit cancelled it 30 minutes later: the earlier infrastructure fault outranks TIMEOUT."))
@@ -959,7 +951,7 @@ def disk_full():
     nodes = ["node-a", "node-b"]
     c = Case("disk-full",
              ctx("70911", "FAILED", "2026-11-18T15:00:00Z", "2026-11-18T15:33:02Z", nodes, "L40S",
-                 cluster="l40s-dev"),
+                 _nccl_debug="WARN", cluster="l40s-dev"),
              exp("attributed", "storage", ["node-a"], ["disk_full"],
                  why="Rank 0 on node-a filled the node-local NVMe (/local_nvme) while saving a checkpoint: "
                      "'No space left on device'; node-b's ranks then timed out in the next collective."))
@@ -1112,7 +1104,7 @@ def year_boundary_rfc3164():
     nodes = ["node-a", "node-b"]
     c = Case("year-boundary-rfc3164",
              ctx("99120", "FAILED", "2026-12-31T23:30:00Z", "2027-01-01T00:14:41Z", nodes, "H100",
-                 cluster="h100-iad2"),
+                 _nccl_debug="WARN", cluster="h100-iad2"),
              exp("attributed", "gpu.lost", ["node-b"], ["xid"],
                  why="XID 79 on node-b at 00:03:02 on 1 January, logged in RFC 3164 syslog which has no year: "
                      "the job started on 31 December, so 'Jan  1' belongs to the next year, not the start's."))
@@ -1236,6 +1228,153 @@ def clock_skew_linkdown():
             stamped.append(f"{cur.isoformat(timespec='microseconds')} {h} python3[{rankpid(c, h, 0)}]: {x}")
         c.add(f"logs/{h}/journal-app", stamped)
         c.add(f"logs/{h}/kern.log", kernel_file(c, h, "iso", ev, 19))
+    return c
+
+
+# --------------------------------------------------------------------------------------
+@case
+def scancel_by_user():
+    nodes = ["node-a", "node-b"]
+    c = Case("scancel-by-user",
+             ctx("99501", "CANCELLED", "2026-11-23T08:00:00Z", "2026-11-23T08:14:03Z", nodes, "H100",
+                 exit_code=0, _nccl_debug="WARN", cluster="h100-iad2"),
+             exp("attributed", "scheduler.cancelled", [], ["slurm_cancelled"],
+                 why="The user ran scancel at 08:13:40: a plain 'CANCELLED AT ... ***' with no reason, training "
+                     "healthy until then, state CANCELLED."))
+    Tc = t_("2026-11-23T08:13:40Z")
+    gpus = 8
+    for i, h in enumerate(nodes):
+        app, step, last = app_head(c, h, i, 2, gpus, "H100", Tc, dt=4.0, every=20)
+        app += sigterm_tail(c, h, Tc, "99501", None)
+        c.add(f"logs/{h}/app.log", app)
+        c.add(f"logs/{h}/syslog", kernel_file(c, h, "rfc3164", [
+            daemon(c, "rfc3164", Tc, h, "slurmstepd", "error: *** STEP 99501.0 ON %s CANCELLED AT "
+                   "2026-11-23T08:13:40 ***" % h)], 12))
+    c.add("logs/node-a/slurm-99501.out", slurm_out(c, "99501", nodes, c.start + S, [
+        "slurmstepd: error: *** JOB 99501 ON node-a CANCELLED AT 2026-11-23T08:13:40 ***",
+        "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."]))
+    return c
+
+
+# --------------------------------------------------------------------------------------
+@case
+def nvswitch_sxid_xid74():
+    nodes = ["node-a", "node-b"]
+    c = Case("nvswitch-sxid-xid74",
+             ctx("99612", "FAILED", "2026-11-24T02:00:00Z", "2026-11-24T02:21:12Z", nodes, "H100",
+                 cluster="h100-hgx-lab"),
+             exp("attributed", "gpu.nvlink", ["node-a"],
+                 why="On node-a (HGX H100) NVSwitch 2 reported fatal SXid 20034 (LTSSM Fault Up) on link 40 and "
+                     "the attached GPU logged XID 74 NVLink fatal errors; rank 5's NCCL then failed."))
+    T0 = t_("2026-11-24T02:10:33.182004Z")
+    gpus, seq = 8, 4471
+    for i, h in enumerate(nodes):
+        app, step, last = app_head(c, h, i, 2, gpus, "H100", T0, dt=4.0, every=20)
+        ev = []
+        if h == "node-a":
+            pci = PCI["H100"][5]
+            ev += [kern(c, "iso", T0, h, "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 20034, Fatal, Link 40 LTSSM "
+                                       "Fault Up"),
+                   kern(c, "iso", T0, h, "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 20034, Severity 1 Engine "
+                                       "instance 40 Sub-engine instance 00"),
+                   kern(c, "iso", T0 + timedelta(milliseconds=12), h,
+                        xid(pci, 74, "NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)")),
+                   kern(c, "iso", T0 + timedelta(milliseconds=12), h,
+                        "NVRM: GPU 0000:ab:00.0: NVLink link 14 disabled due to error")]
+            p = rankpid(c, h, 5)
+            app += [f"{h}:{p}:{p + 140} [5] NCCL WARN Cuda failure 'uncorrectable NVLink error detected during the "
+                    "execution'",
+                    f"[rank5]:[{glog(T0 + 0.9 * S)} ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 5] "
+                    "Process group watchdog thread terminated with exception: CUDA error: uncorrectable NVLink error "
+                    "detected during the execution",
+                    "terminate called after throwing an instance of 'c10::DistBackendError'"]
+            app += torchrun_failed(c, T0 + 2 * S, h, [{"rank": 5, "local_rank": 5, "exitcode": -6, "pid": p}])
+        else:
+            tw = T0 + timedelta(seconds=600, milliseconds=c.rng.randint(40, 300))
+            app += wd_all(c, h, i, gpus, tw, seq, full_ranks=(0,))
+            app += torchrun_failed(c, tw + 1.4 * S, h, [{"rank": 8, "local_rank": 0, "exitcode": -6,
+                                                        "pid": rankpid(c, h, 0)}])
+        c.add(f"logs/{h}/app.log", app)
+        c.add(f"logs/{h}/kern.log", kernel_file(c, h, "iso", ev, 12))
+    return c
+
+
+# --------------------------------------------------------------------------------------
+@case
+def nfs_not_responding():
+    nodes = ["node-a", "node-b", "node-c"]
+    c = Case("nfs-not-responding",
+             ctx("99733", "FAILED", "2026-11-25T13:00:00Z", "2026-11-25T13:22:40Z", nodes, "A100",
+                 _nccl_debug="WARN", cluster="a100-lab"),
+             exp("attributed", "storage", [], kinds=None,
+                 why="The NFS server holding the dataset stopped responding to all three nodes at once; the data "
+                     "loaders stalled, a DataLoader timed out on rank 0 and the other ranks hit the watchdog."))
+    T0 = t_("2026-11-25T13:11:02.660000Z")
+    gpus, seq = 8, 2290
+    for i, h in enumerate(nodes):
+        app, step, last = app_head(c, h, i, 3, gpus, "A100", T0, dt=4.5, every=20)
+        td = T0 + timedelta(milliseconds=c.rng.randint(0, 900))
+        ev = [kern(c, "rfc3164", td, h, "nfs: server 10.100.0.60 not responding, still trying"),
+              kern(c, "rfc3164", td + timedelta(seconds=242.5), h,
+                   "INFO: task pt_data_worker:%d blocked for more than 120 seconds." % (rankpid(c, h, 0) + 40)),
+              kern(c, "rfc3164", td + timedelta(seconds=905.1), h, "nfs: server 10.100.0.60 OK")]
+        if h == "node-a":
+            app += rank_traceback(0, [
+                ("/workspace/train.py", 560, "main", "batch = next(train_iter)"),
+                ("/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", 1328, "_next_data",
+                 "idx, data = self._get_data()"),
+                ("/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", 1284, "_get_data",
+                 "success, data = self._try_get_data(self._timeout)")],
+                "RuntimeError: DataLoader timed out after 300 seconds")
+            app += torchrun_failed(c, T0 + 301 * S, h, [{"rank": 0, "local_rank": 0, "exitcode": 1,
+                                                        "pid": rankpid(c, h, 0)}])
+        else:
+            tw = T0 + timedelta(seconds=600, milliseconds=c.rng.randint(40, 300))
+            app += wd_all(c, h, i, gpus, tw, seq, full_ranks=(0,))
+            app += torchrun_failed(c, tw + 1.4 * S, h, [{"rank": i * gpus, "local_rank": 0, "exitcode": -6,
+                                                        "pid": rankpid(c, h, 0)}])
+        c.add(f"logs/{h}/app.log", app)
+        c.add(f"logs/{h}/syslog", kernel_file(c, h, "rfc3164", ev, 12, "A100"))
+    return c
+
+
+# --------------------------------------------------------------------------------------
+@case
+def xid48_dbe_row_remap_failure():
+    nodes = ["node-a", "node-b"]
+    c = Case("xid48-dbe-row-remap-failure",
+             ctx("99840", "FAILED", "2026-11-26T05:00:00Z", "2026-11-26T05:20:51Z", nodes, "A100",
+                 _nccl_debug="WARN", cluster="a100-lab"),
+             exp("attributed", "gpu.memory", ["node-b"], ["xid"],
+                 why="A double-bit ECC error (XID 48) on node-b GPU 6 whose row remap then failed (XID 64); the "
+                     "rank on it died with 'uncorrectable ECC error encountered'. Earlier correctable-ECC and "
+                     "XID 63 row-remap events were the warning signs, not the cause."))
+    T0 = t_("2026-11-26T05:09:57.441019Z")
+    gpus, seq = 8, 5581
+    for i, h in enumerate(nodes):
+        app, step, last = app_head(c, h, i, 2, gpus, "A100", T0, dt=4.0, every=20)
+        ev = []
+        if h == "node-b":
+            pci, p = PCI["A100"][6], rankpid(c, h, 6)
+            ev += [kern(c, "iso", T0 - 400 * S, h, xid(pci, 63, "Row remapping event: Rows 0x2f1 and 0x2f2 have been "
+                                                          "remapped on GPU 00000000:b7:00.0", pid=None)),
+                   kern(c, "iso", T0, h, xid(pci, 48, "An uncorrectable double bit error (DBE) has been detected on "
+                                                 "GPU in the framebuffer at partition 6, subpartition 0.")),
+                   kern(c, "iso", T0 + timedelta(milliseconds=4), h,
+                        xid(pci, 64, "Failed to persist row remap table -- GPU may require servicing", pid=None))]
+            app += [f"{h}:{p}:{p + 120} [6] NCCL WARN Cuda failure 'uncorrectable ECC error encountered'",
+                    f"[rank14]:[{glog(T0 + 0.5 * S)} ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) "
+                    "Rank 14] Process group watchdog thread terminated with exception: CUDA error: uncorrectable ECC "
+                    "error encountered",
+                    "terminate called after throwing an instance of 'c10::DistBackendError'"]
+            app += torchrun_failed(c, T0 + 2 * S, h, [{"rank": 14, "local_rank": 6, "exitcode": -6, "pid": p}])
+        else:
+            tw = T0 + timedelta(seconds=600, milliseconds=c.rng.randint(40, 300))
+            app += wd_all(c, h, i, gpus, tw, seq, full_ranks=(0,))
+            app += torchrun_failed(c, tw + 1.4 * S, h, [{"rank": 0, "local_rank": 0, "exitcode": -6,
+                                                        "pid": rankpid(c, h, 0)}])
+        c.add(f"logs/{h}/app.log", app)
+        c.add(f"logs/{h}/kern.log", kernel_file(c, h, "iso", ev, 12, "A100"))
     return c
 
 
