@@ -140,7 +140,9 @@ class AttributionConfig(BaseModel):
                 raise ConfigError(f"environment variable {self.sink.url_env} is empty")
         else:
             url = self.sink.url or default_sqlite_url(Path(self.base_dir))
-        return with_password(url, env.get(self.sink.password_env) if self.sink.password_env else None)
+        return with_password(
+            url, env.get(self.sink.password_env) if self.sink.password_env else None
+        )
 
 
 def with_password(url: str, password: str | None) -> str:
@@ -195,7 +197,9 @@ def load_config(
             raise ConfigError(f"{p}: the top level must be a mapping")
         data = dict(loaded)
         data.setdefault("base_dir", str(p.resolve().parent))
-        sink_url = (data.get("sink") or {}).get("url") if isinstance(data.get("sink"), dict) else None
+        sink_url = (
+            (data.get("sink") or {}).get("url") if isinstance(data.get("sink"), dict) else None
+        )
         if isinstance(sink_url, str) and _url_has_password(sink_url):
             raise ConfigError(
                 f"{p}: sink.url contains a password; secrets come only from the environment "

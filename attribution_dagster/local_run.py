@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagster import DagsterInstance
+from sqlalchemy.exc import SQLAlchemyError
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
 from attribution_dagster.assets.per_job import ASSET_NAMES, JOBS_PARTITIONS
-from attribution_dagster.config import AttributionConfig, load_config
+from attribution_dagster.config import AttributionConfig, ConfigError, load_config
 from attribution_dagster.connectors.static import StaticContextClient
 from attribution_dagster.models import AttributionResult, ExecutionContext
 from attribution_dagster.sinks.asset_store import AssetValueStore
@@ -79,7 +80,9 @@ def open_instance(instance_dir: Path | None) -> DagsterInstance:
     return DagsterInstance.from_config(str(instance_dir))
 
 
-def discover_cases(case_root: Path) -> tuple[dict[str, tuple[Path, ExecutionContext]], dict[str, str]]:
+def discover_cases(
+    case_root: Path,
+) -> tuple[dict[str, tuple[Path, ExecutionContext]], dict[str, str]]:
     """partition key -> (case dir, context) for every readable case; unreadable ones apart."""
     client = StaticContextClient()
     cases: dict[str, tuple[Path, ExecutionContext]] = {}
@@ -137,8 +140,9 @@ def run_cases_report(
     config = base.model_copy(
         update={
             "case_root": str(Path(case_root).resolve()),
-            "sink": base.sink.model_copy(update={"url": sink_url, "url_env": None,
-                                                 "password_env": None, "store_url": None}),
+            "sink": base.sink.model_copy(
+                update={"url": sink_url, "url_env": None, "password_env": None, "store_url": None}
+            ),
             "max_partitions_per_run": max_partitions_per_run or base.max_partitions_per_run,
         }
     )
@@ -149,8 +153,14 @@ def run_cases_report(
         report.seconds = time.perf_counter() - started
         return report
 
-    store = AssetValueStore(sink_url)
-    sink = SqlSink(sink_url)
+    try:
+        store = AssetValueStore(sink_url)
+        sink = SqlSink(sink_url)
+    except (SQLAlchemyError, OSError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(
+            f"cannot open the results database {_safe_url(sink_url)}: {first}"
+        ) from None
     store.index_cases({k: str(d) for k, (d, _) in cases.items()})
 
     with warnings.catch_warnings():
@@ -173,8 +183,12 @@ def run_cases_report(
                 if len(group) == 1:
                     kwargs: dict = {"partition_key": group[0]}
                 else:
-                    kwargs = {"tags": {ASSET_PARTITION_RANGE_START_TAG: group[0],
-                                       ASSET_PARTITION_RANGE_END_TAG: group[-1]}}
+                    kwargs = {
+                        "tags": {
+                            ASSET_PARTITION_RANGE_START_TAG: group[0],
+                            ASSET_PARTITION_RANGE_END_TAG: group[-1],
+                        }
+                    }
                 outcome = job.execute_in_process(
                     instance=inst, raise_on_error=False, run_config=QUIET_RUN_CONFIG, **kwargs
                 )
@@ -196,6 +210,16 @@ def run_cases_report(
         log.warning("job %s failed: %s", key, reason)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _safe_url(url: str) -> str:
+    """The URL with any password masked, for messages."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL at all: show nothing of it
+        return "<unparseable URL>"
 
 
 def _record_failures(report: RunReport, store: AssetValueStore, group: list[str], outcome) -> None:

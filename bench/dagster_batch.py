@@ -67,7 +67,10 @@ def measure(cases: Path, work: Path, batch: bool, per_run: int, ephemeral: bool)
     instance_dir = None if ephemeral else work / f"dagster-home-{tag}"
     t0 = time.perf_counter()
     report = run_cases_report(
-        cases, f"sqlite:///{db}", instance_dir=instance_dir, batch=batch,
+        cases,
+        f"sqlite:///{db}",
+        instance_dir=instance_dir,
+        batch=batch,
         max_partitions_per_run=per_run,
     )
     seconds = time.perf_counter() - t0

@@ -19,6 +19,7 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
+from dagster_cases import write_case
 
 from attribution_dagster.assets import ASSET_NAMES, build_job_assets
 from attribution_dagster.config import AttributionConfig, RetryConfig, SinkConfig
@@ -28,7 +29,6 @@ from attribution_dagster.models import AttributionResult
 from attribution_dagster.resources import LocalFilesResource
 from attribution_dagster.sinks import SqlSink
 from attribution_dagster.sinks.asset_store import AssetValueStore
-from dagster_cases import write_case
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,8 @@ def setup(tmp_path):
     root.mkdir()
     url = f"sqlite:///{tmp_path}/results.db"
     config = AttributionConfig(
-        case_root=str(root), sink=SinkConfig(url=url),
+        case_root=str(root),
+        sink=SinkConfig(url=url),
         retry=RetryConfig(max_retries=2, delay_seconds=0),
     )
     assets = build_job_assets(fetch_retry=RetryPolicy(max_retries=2, delay=0))
@@ -96,7 +97,8 @@ def latest_metadata(instance, asset: str, key: str) -> dict:
 
 def check_passed(instance, name: str) -> bool:
     history = instance.event_log_storage.get_asset_check_execution_history(
-        AssetCheckKey(AssetKey("attribution"), name), limit=1)
+        AssetCheckKey(AssetKey("attribution"), name), limit=1
+    )
     return history[0].status.value == "SUCCEEDED"
 
 
@@ -113,7 +115,9 @@ def test_one_partition_materializes_all_four_assets(instance, setup):
     assert meta["category"] == "gpu.lost"
     assert meta["suspect nodes"] == "node-b"
     assert meta["symptom chain"].startswith("| time | node | kind | role |")
-    assert "root_cause" in meta["symptom chain"] and "logs/node-b/kern.log:1" in meta["symptom chain"]
+    assert (
+        "root_cause" in meta["symptom chain"] and "logs/node-b/kern.log:1" in meta["symptom chain"]
+    )
     assert meta["evidence items"] >= 1
     assert meta["partial data"] is False
     ctx_meta = latest_metadata(instance, "execution_context", "c1.100")
@@ -129,7 +133,10 @@ def test_one_partition_materializes_all_four_assets(instance, setup):
 
     direct = pipeline.analyze_case(root / "xid")
     assert (direct.status, direct.category, direct.suspect_nodes) == (
-        stored.status, stored.category, stored.suspect_nodes)
+        stored.status,
+        stored.category,
+        stored.suspect_nodes,
+    )
     assert check_passed(instance, "result_matches_contract")
     assert check_passed(instance, "every_node_has_evidence_or_gap_stated")
 
@@ -142,7 +149,9 @@ def test_many_partitions_in_one_run_with_per_partition_metadata(instance, setup)
         keys.append(f"c1.{200 + i}")
     register(instance, *keys)
     result = materialize(
-        assets, instance=instance, resources=resources,
+        assets,
+        instance=instance,
+        resources=resources,
         tags={ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]},
     )
     assert result.success
@@ -161,8 +170,9 @@ def test_partial_evidence_is_flagged_and_the_gap_stated(instance, setup):
     case = write_case(root, "p", job_id="300", nodes=("node-a", "node-b", "node-c"))
     shutil.rmtree(case / "logs" / "node-c")
     register(instance, "c1.300")
-    assert materialize(assets, instance=instance, partition_key="c1.300",
-                       resources=resources).success
+    assert materialize(
+        assets, instance=instance, partition_key="c1.300", resources=resources
+    ).success
     meta = latest_metadata(instance, "attribution", "c1.300")
     assert meta["partial data"] is True
     assert "files:logs" in meta["failed or partial sources"]
@@ -178,8 +188,9 @@ def test_failed_fetch_is_retried_then_succeeds(instance, setup, tmp_path):
     register(instance, "c1.400")
     counter = tmp_path / "attempts"
     flaky = FlakyFilesResource(fail_job="400", fail_times=2, counter=str(counter))
-    result = materialize(assets, instance=instance, partition_key="c1.400",
-                         resources={**resources, "files": flaky})
+    result = materialize(
+        assets, instance=instance, partition_key="c1.400", resources={**resources, "files": flaky}
+    )
     assert result.success
     assert counter.read_text() == "3"  # two failures, then the RetryPolicy's third try
     assert SqlSink(url).read(job_id="400")[0].category == "gpu.lost"
@@ -192,8 +203,9 @@ def test_connector_failure_fails_only_that_jobs_run(instance, setup, tmp_path):
     register(instance, "c1.500", "c1.501")
     flaky = FlakyFilesResource(fail_job="501", fail_times=99, counter=str(tmp_path / "n"))
     res = {**resources, "files": flaky}
-    bad = materialize(assets, instance=instance, partition_key="c1.501", resources=res,
-                      raise_on_error=False)
+    bad = materialize(
+        assets, instance=instance, partition_key="c1.501", resources=res, raise_on_error=False
+    )
     good = materialize(assets, instance=instance, partition_key="c1.500", resources=res)
     assert not bad.success and good.success
     assert (tmp_path / "n").read_text() == "3"  # 1 try + 2 retries
@@ -212,7 +224,9 @@ def test_in_a_batch_a_failing_job_fails_only_its_partition(instance, setup, tmp_
     register(instance, *keys)
     flaky = FlakyFilesResource(fail_job="602", fail_times=99, counter=str(tmp_path / "n"))
     result = materialize(
-        assets, instance=instance, resources={**resources, "files": flaky},
+        assets,
+        instance=instance,
+        resources={**resources, "files": flaky},
         tags={ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]},
         raise_on_error=False,
     )
@@ -233,8 +247,13 @@ def test_in_a_batch_a_failing_job_fails_only_its_partition(instance, setup, tmp_
 def test_partition_without_a_case_fails_with_a_clear_reason(instance, setup):
     _, url, _, assets, resources = setup
     register(instance, "c1.nowhere")
-    result = materialize(assets, instance=instance, partition_key="c1.nowhere",
-                         resources=resources, raise_on_error=False)
+    result = materialize(
+        assets,
+        instance=instance,
+        partition_key="c1.nowhere",
+        resources=resources,
+        raise_on_error=False,
+    )
     assert not result.success
     reason = AssetValueStore(url).failures()[("execution_context", "c1.nowhere")]
     assert "no case directory for partition c1.nowhere" in reason
@@ -252,7 +271,9 @@ def test_local_run_goes_through_dagster_and_reads_back_from_the_sink(tmp_path):
     assert report.runs == 1 and report.failed == {}
     assert list(report.skipped) == [str(root / "junk")]
     assert [(r.job_id, r.status) for r in report.results] == [
-        ("700", "attributed"), ("701", "not_failed")]
+        ("700", "attributed"),
+        ("701", "not_failed"),
+    ]
     assert all(isinstance(r, AttributionResult) for r in report.results)
     # the persistent instance keeps partitions and materializations for the UI
     with DagsterInstance.from_config(str(home)) as inst:
@@ -285,8 +306,7 @@ def test_local_run_reports_a_case_that_vanished(tmp_path, monkeypatch):
     assert "execution_context" in report.failed["c1.801"]
 
 
-@pytest.mark.skipif(not any((REPO / "samples").glob("*/context.json")),
-                    reason="no samples yet")
+@pytest.mark.skipif(not any((REPO / "samples").glob("*/context.json")), reason="no samples yet")
 def test_every_bundled_sample_through_dagster(tmp_path):
     from attribution_dagster.local_run import discover_cases
 
@@ -296,3 +316,40 @@ def test_every_bundled_sample_through_dagster(tmp_path):
     assert len(report.results) == len(cases)
     assert {r.job_id for r in report.results} == {ctx.job_id for _, ctx in cases.values()}
     assert report.runs == 1
+
+
+@pytest.mark.parametrize(
+    "url", ["not a url", "postgresql+psycopg://u:hunter2@127.0.0.1:1/db", "sqlite:////proc/x/y.db"]
+)
+def test_local_run_bad_sink_url_is_a_clear_error(tmp_path, url):
+    from attribution_dagster.config import ConfigError
+
+    root = tmp_path / "cases"
+    write_case(root, "a", job_id="900")
+    with pytest.raises(ConfigError, match="cannot open the results database") as info:
+        run_cases(root, url)
+    assert "hunter2" not in str(info.value)
+
+
+def test_batches_are_contiguous_ranges_without_foreign_keys():
+    from attribution_dagster.local_run import _contiguous_chunks
+
+    order = ["a", "b", "x", "c", "d", "e", "f", "y"]
+    wanted = {"a", "b", "c", "d", "e", "f"}
+    assert _contiguous_chunks(order, wanted, 3) == [["a", "b"], ["c", "d", "e"], ["f"]]
+    assert _contiguous_chunks(order, set(), 3) == []
+    assert _contiguous_chunks(["a"], {"a"}, 1) == [["a"]]
+
+
+def test_local_run_batches_only_its_own_partitions(tmp_path):
+    """Keys registered earlier by someone else (the sensor) sit between ours: not run."""
+    root = tmp_path / "cases"
+    for i in range(4):
+        write_case(root, f"c{i}", job_id=str(950 + i))
+    with DagsterInstance.ephemeral() as inst:
+        inst.add_dynamic_partitions("jobs", ["c1.950", "other.1", "c1.951"])
+        report = run_cases_report(root, f"sqlite:///{tmp_path}/r.db", instance=inst)
+        assert report.failed == {}
+        assert sorted(r.job_id for r in report.results) == ["950", "951", "952", "953"]
+        assert "other.1" not in inst.get_materialized_partitions(AssetKey("attribution"))
+        assert report.runs == 2  # [950] and [951, 952, 953]: no range spans other.1

@@ -93,27 +93,39 @@ def test_yaml_config_and_env_override(tmp_path, monkeypatch):
     monkeypatch.delenv("ATTRIBUTION_SINK_URL", raising=False)
     monkeypatch.delenv("ATTRIBUTION_CASE_ROOT", raising=False)
     cfg = tmp_path / "attribution.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "case_root": "cases",
-        "sink": {"url": "postgresql+psycopg://attrib@db:5432/a", "password_env": "DBPW"},
-        "sensor": {"max_cases_per_tick": 50, "interval_seconds": 10},
-        "analysis": {"lead_seconds": 300},
-        "max_partitions_per_run": 250,
-    }))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "case_root": "cases",
+                "sink": {"url": "postgresql+psycopg://attrib@db:5432/a", "password_env": "DBPW"},
+                "sensor": {"max_cases_per_tick": 50, "interval_seconds": 10},
+                "analysis": {"lead_seconds": 300},
+                "max_partitions_per_run": 250,
+            }
+        )
+    )
     config = load_config(cfg, environ={"DBPW": "pw"})
     assert config.case_root_path == (tmp_path / "cases").resolve()  # relative to the file
     assert config.sensor.max_cases_per_tick == 50
     assert config.analysis.lead_seconds == 300
     assert config.resolved_sink_url({"DBPW": "p@ss/word"}) == (
-        "postgresql+psycopg://attrib:p%40ss%2Fword@db:5432/a")
-    env = {"ATTRIBUTION_CONFIG": str(cfg), "ATTRIBUTION_CASE_ROOT": "/elsewhere",
-           "ATTRIBUTION_SINK_URL": "sqlite:////tmp/x.db"}
+        "postgresql+psycopg://attrib:p%40ss%2Fword@db:5432/a"
+    )
+    env = {
+        "ATTRIBUTION_CONFIG": str(cfg),
+        "ATTRIBUTION_CASE_ROOT": "/elsewhere",
+        "ATTRIBUTION_SINK_URL": "sqlite:////tmp/x.db",
+    }
     over = load_config(environ=env)
     assert over.case_root_path == Path("/elsewhere")
     assert over.resolved_sink_url(env) == "sqlite:////tmp/x.db"
     defs = build_definitions(config)
-    assert defs.resolve_asset_graph().get(AssetKey("attribution")).backfill_policy \
-        .max_partitions_per_run == 250
+    assert (
+        defs.resolve_asset_graph()
+        .get(AssetKey("attribution"))
+        .backfill_policy.max_partitions_per_run
+        == 250
+    )
 
 
 def test_password_in_yaml_is_refused(tmp_path):
@@ -163,13 +175,26 @@ def test_workspace_yaml_names_the_module():
 
 def test_dagster_cli_loads_the_code_location(tmp_path):
     """`dagster definitions validate` loads workspace.yaml the way the webserver does."""
-    env = {"PATH": str(Path(sys.executable).parent), "DAGSTER_HOME": str(tmp_path),
-           "ATTRIBUTION_SINK_URL": f"sqlite:///{tmp_path}/r.db", "HOME": str(tmp_path)}
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "DAGSTER_HOME": str(tmp_path),
+        "ATTRIBUTION_SINK_URL": f"sqlite:///{tmp_path}/r.db",
+        "HOME": str(tmp_path),
+    }
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
-         "-w", str(REPO / "workspace.yaml")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "definitions",
+            "validate",
+            "-w",
+            str(REPO / "workspace.yaml"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
 

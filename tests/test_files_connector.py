@@ -96,13 +96,13 @@ def test_records_locators_and_inheritance(case: Path, use_hs: bool) -> None:
     )
     got = [(r.locator, r.time, r.time_quality, r.stream) for r in recs]
     t311 = datetime(2026, 11, 2, 10, 3, 11, tzinfo=UTC)
-    t400 = datetime(2026, 11, 2, 10, 4, tzinfo=UTC)
+    t430 = datetime(2026, 11, 2, 10, 4, 30, 100000, tzinfo=UTC)  # the PyTorch glog prefix
     assert got == [
         ("logs/node-a/kern.log:2", t311, "exact", "kern.log"),
         ("logs/node-a/kern.log:3", t311, "inherited", "kern.log"),
         ("logs/node-a/sub/app.log:1", None, "unknown", "app.log"),
-        ("logs/node-a/sub/app.log:4", t400, "inherited", "app.log"),
-        ("logs/node-a/sub/app.log:5", t400, "inherited", "app.log"),
+        ("logs/node-a/sub/app.log:4", t430, "exact", "app.log"),
+        ("logs/node-a/sub/app.log:5", t430, "inherited", "app.log"),
     ]
     assert all(r.node == "node-a" and r.source == "files" for r in recs)
     assert recs[-1].text.splitlines() == [

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, SensorResult, SkipReason, build_sensor_context
+from dagster_cases import write_case
 
-from attribution_dagster.definitions import ATTRIBUTE_JOB, build_definitions
 from attribution_dagster.config import AttributionConfig, SensorConfig
+from attribution_dagster.definitions import ATTRIBUTE_JOB, build_definitions
 from attribution_dagster.resources import AssetStoreResource, StaticCasesResource
 from attribution_dagster.sensors import Cursor, build_case_directory_sensor
 from attribution_dagster.sinks.asset_store import AssetValueStore
-from dagster_cases import write_case
 
 
 @pytest.fixture
@@ -28,8 +28,10 @@ def env(tmp_path):
     root = tmp_path / "cases"
     root.mkdir()
     url = f"sqlite:///{tmp_path}/store.db"
-    resources = {"cases": StaticCasesResource(case_root=str(root)),
-                 "store": AssetStoreResource(url=url)}
+    resources = {
+        "cases": StaticCasesResource(case_root=str(root)),
+        "store": AssetStoreResource(url=url),
+    }
     return root, url, resources
 
 
@@ -37,7 +39,8 @@ def make_sensor(max_cases_per_tick: int = 200, settle_seconds: float = 0.0):
     defs = build_definitions(AttributionConfig())
     job = defs.resolve_job_def(ATTRIBUTE_JOB)
     return build_case_directory_sensor(
-        job, max_cases_per_tick=max_cases_per_tick, settle_seconds=settle_seconds)
+        job, max_cases_per_tick=max_cases_per_tick, settle_seconds=settle_seconds
+    )
 
 
 def tick(sensor, instance, resources, cursor):
@@ -171,8 +174,10 @@ def test_unsafe_ids_become_safe_keys_and_duplicates_register_once(instance, env)
 
 
 def test_missing_case_root_is_a_skip_not_an_error(instance, tmp_path):
-    resources = {"cases": StaticCasesResource(case_root=str(tmp_path / "nope")),
-                 "store": AssetStoreResource(url=f"sqlite:///{tmp_path}/s.db")}
+    resources = {
+        "cases": StaticCasesResource(case_root=str(tmp_path / "nope")),
+        "store": AssetStoreResource(url=f"sqlite:///{tmp_path}/s.db"),
+    }
     result, _ = tick(make_sensor(), instance, resources, None)
     assert isinstance(result, SkipReason)
     assert "does not exist" in result.skip_message

@@ -29,16 +29,30 @@ from attribution_dagster.sinks.sql import shared_engine
 
 PG_URL = os.environ.get("ATTRIBUTION_TEST_PG_URL")
 
-HOSTILE = "x'); DROP TABLE attribution_results; -- \x00 \"quoted\" ; DELETE FROM attribution_evidence"
+HOSTILE = (
+    'x\'); DROP TABLE attribution_results; -- \x00 "quoted" ; DELETE FROM attribution_evidence'
+)
 
 
-def make_result(job_id: str, *, cluster: str | None = "c1", rules: str = "r1",
-                excerpt: str = "NVRM: Xid 79", status: str = "attributed") -> AttributionResult:
+def make_result(
+    job_id: str,
+    *,
+    cluster: str | None = "c1",
+    rules: str = "r1",
+    excerpt: str = "NVRM: Xid 79",
+    status: str = "attributed",
+) -> AttributionResult:
     t = datetime(2026, 11, 2, 10, 3, 11, tzinfo=timezone.utc)
-    ev = Evidence(source="files", locator="logs/node-b/kern.log:7", time=t, node="node-b",
-                  excerpt=excerpt)
-    ev2 = Evidence(source="files", locator="logs/node-a/app.log:3", time=t, node="node-a",
-                   excerpt="Watchdog caught collective operation timeout")
+    ev = Evidence(
+        source="files", locator="logs/node-b/kern.log:7", time=t, node="node-b", excerpt=excerpt
+    )
+    ev2 = Evidence(
+        source="files",
+        locator="logs/node-a/app.log:3",
+        time=t,
+        node="node-a",
+        excerpt="Watchdog caught collective operation timeout",
+    )
     return AttributionResult(
         job_id=job_id,
         cluster=cluster,
@@ -47,10 +61,23 @@ def make_result(job_id: str, *, cluster: str | None = "c1", rules: str = "r1",
         category="gpu.lost" if status == "attributed" else None,
         suspect_nodes=["node-b"],
         symptom_chain=[
-            ChainLink(time=t, node="node-b", kind="xid", role="root_cause", summary="XID 79",
-                      evidence=ev, gpu=3),
-            ChainLink(time=t, node="node-a", kind="collective_timeout", role="symptom",
-                      summary="NCCL timeout", evidence=ev2),
+            ChainLink(
+                time=t,
+                node="node-b",
+                kind="xid",
+                role="root_cause",
+                summary="XID 79",
+                evidence=ev,
+                gpu=3,
+            ),
+            ChainLink(
+                time=t,
+                node="node-a",
+                kind="collective_timeout",
+                role="symptom",
+                summary="NCCL timeout",
+                evidence=ev2,
+            ),
         ],
         evidence=[ev, ev2],
         rules_version=rules,
@@ -65,8 +92,10 @@ def _urls() -> list:
         pytest.param(
             "postgresql",
             id="postgresql",
-            marks=[pytest.mark.postgres,
-                   pytest.mark.skipif(not PG_URL, reason="ATTRIBUTION_TEST_PG_URL is not set")],
+            marks=[
+                pytest.mark.postgres,
+                pytest.mark.skipif(not PG_URL, reason="ATTRIBUTION_TEST_PG_URL is not set"),
+            ],
         )
     )
     return params
@@ -116,7 +145,10 @@ def test_upsert_is_idempotent_per_cluster_job_rules(db_url):
     sink.write([make_result("7", cluster="c2"), make_result("7", rules="r2")])
     assert sink.count() == 3
     assert {(r.cluster, r.rules_version) for r in sink.read(job_id="7")} == {
-        ("c1", "r1"), ("c2", "r1"), ("c1", "r2")}
+        ("c1", "r1"),
+        ("c2", "r1"),
+        ("c1", "r2"),
+    }
 
 
 def test_no_cluster_is_a_key_too(db_url):
@@ -132,13 +164,18 @@ def test_symptoms_and_evidence_rows_are_queryable(db_url):
     sink.write([make_result("9")])
     symptoms = sink.symptom_rows("9", "c1")
     assert [(s["role"], s["kind"], s["node"]) for s in symptoms] == [
-        ("root_cause", "xid", "node-b"), ("symptom", "collective_timeout", "node-a")]
+        ("root_cause", "xid", "node-b"),
+        ("symptom", "collective_timeout", "node-a"),
+    ]
     assert symptoms[0]["gpu"] == 3
     with sink.engine.connect() as conn:
-        n = conn.execute(text(
-            "SELECT count(*) FROM attribution_symptoms s JOIN attribution_results r "
-            "ON r.id = s.result_id WHERE r.category = :cat AND s.role = 'symptom'"),
-            {"cat": "gpu.lost"}).scalar_one()
+        n = conn.execute(
+            text(
+                "SELECT count(*) FROM attribution_symptoms s JOIN attribution_results r "
+                "ON r.id = s.result_id WHERE r.category = :cat AND s.role = 'symptom'"
+            ),
+            {"cat": "gpu.lost"},
+        ).scalar_one()
     assert n == 1
     evidence = sink.evidence_rows("9", "c1")
     assert evidence[0]["locator"] == "logs/node-b/kern.log:7"
@@ -158,8 +195,13 @@ def test_log_content_is_data_not_sql(db_url):
 
 def test_read_filters(db_url):
     sink = SqlSink(db_url)
-    sink.write([make_result("20"), make_result("21", status="unattributed"),
-                make_result("22", cluster="c2")])
+    sink.write(
+        [
+            make_result("20"),
+            make_result("21", status="unattributed"),
+            make_result("22", cluster="c2"),
+        ]
+    )
     assert {r.job_id for r in sink.read(category="gpu.lost")} == {"20", "22"}
     assert {r.job_id for r in sink.read(cluster="c2")} == {"22"}
     assert len(sink.read(limit=2)) == 2
@@ -219,8 +261,17 @@ def test_stdout_sink_prints_contract_json_lines():
     lines = buf.getvalue().splitlines()
     assert n == 2 and len(lines) == 2
     first = json.loads(lines[0])
-    for field in ("job_id", "failed", "status", "category", "candidates", "suspect_nodes",
-                  "symptom_chain", "evidence", "rules_version"):
+    for field in (
+        "job_id",
+        "failed",
+        "status",
+        "category",
+        "candidates",
+        "suspect_nodes",
+        "symptom_chain",
+        "evidence",
+        "rules_version",
+    ):
         assert field in first
     assert json.loads(lines[1])["status"] == "unattributed"
 

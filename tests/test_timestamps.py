@@ -108,3 +108,27 @@ def test_timed_line_start_finds_lines_after_newlines(parser: TimestampParser) ->
     buf = b"junk\nNov  2 10:00:01 a k: x\nuntimed\n2026-11-02T10:00:02Z y\nuntimed\n"
     times = [parser.from_match(m) for m in TIMED_LINE_START.finditer(buf)]
     assert times == [utc(2026, 11, 2, 10, 0, 1), utc(2026, 11, 2, 10, 0, 2)]
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        (
+            b"[rank3]:[E1102 10:10:30.123456789 ProcessGroupNCCL.cpp:697] [Rank 3] Watchdog",
+            datetime(2026, 11, 2, 10, 10, 30, 123456, tzinfo=timezone.utc),
+        ),
+        (
+            b"115: [rank115]:[E1031 19:04:38.123186550 ProcessGroupNCCL.cpp:697] x",
+            datetime(2026, 10, 31, 19, 4, 38, 123186, tzinfo=timezone.utc),
+        ),
+        (
+            b"E1101 08:21:22.980000 1245483 torch/distributed/elastic/multiprocessing/api.py:984]",
+            datetime(2026, 11, 1, 8, 21, 22, 980000, tzinfo=timezone.utc),
+        ),
+        (b"[rank3]:[E207 19:04:38.1 x.cpp:1] y", datetime(2027, 2, 7, 19, 4, 38, 100000, tzinfo=timezone.utc)),
+        (b"Error: 1102 10:00:00 is not a glog prefix", None),
+    ],
+)
+def test_glog_pytorch_prefix_takes_year_from_job_start(line: bytes, expected) -> None:
+    parser = TimestampParser(datetime(2026, 11, 2, 10, tzinfo=timezone.utc), "UTC")
+    assert parser.parse_line(line) == expected

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
-
 from dagster_cases import write_case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +51,9 @@ def free_port() -> int:
 
 def post(url: str, query: str) -> dict:
     req = urllib.request.Request(
-        url, data=json.dumps({"query": query}).encode(), method="POST",
+        url,
+        data=json.dumps({"query": query}).encode(),
+        method="POST",
         headers={"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(req, timeout=30) as resp:
@@ -81,9 +82,20 @@ def test_webserver_serves_asset_graph_and_job_partitions(tmp_path):
     env.pop("ATTRIBUTION_CONFIG", None)
     log = open(tmp_path / "webserver.log", "wb")
     proc = subprocess.Popen(
-        [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port),
-         "-w", str(REPO / "workspace.yaml")],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        [
+            str(BIN / "dagster-webserver"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-w",
+            str(REPO / "workspace.yaml"),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     try:

@@ -53,8 +53,16 @@ def coverage_table(coverage: list[SourceCoverage]) -> str:
         for c in coverage
     ]
     return md_table(
-        ["source", "status", "nodes read", "nodes missing", "kept", "lines/samples", "bad lines",
-         "errors"],
+        [
+            "source",
+            "status",
+            "nodes read",
+            "nodes missing",
+            "kept",
+            "lines/samples",
+            "bad lines",
+            "errors",
+        ],
         rows,
     )
 
@@ -109,8 +117,15 @@ def observations_metadata(observations: list[Observation]) -> dict[str, Any]:
 def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
     chain = result.symptom_chain
     rows = [
-        [_time(link.time), link.node, link.kind, link.role, link.count, link.summary,
-         link.evidence.locator]
+        [
+            _time(link.time),
+            link.node,
+            link.kind,
+            link.role,
+            link.count,
+            link.summary,
+            link.evidence.locator,
+        ]
         for link in chain[:MAX_ROWS]
     ]
     partial = partial_sources(result.coverage)
@@ -120,8 +135,11 @@ def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
         "suspect nodes": ", ".join(result.suspect_nodes) or "none",
         "summary": result.summary or "",
         "symptom chain": MetadataValue.md(
-            md_table(["time", "node", "kind", "role", "count", "summary", "evidence"], rows,
-                     more=max(0, len(chain) - MAX_ROWS))
+            md_table(
+                ["time", "node", "kind", "role", "count", "summary", "evidence"],
+                rows,
+                more=max(0, len(chain) - MAX_ROWS),
+            )
             if rows
             else "_no observations_"
         ),

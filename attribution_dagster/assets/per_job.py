@@ -19,7 +19,6 @@ Failures:
   materialized and written to the sink.
 """
 
-
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -32,8 +31,8 @@ from dagster import (
     AssetExecutionContext,
     AssetMaterialization,
     AssetsDefinition,
-    Backoff,
     BackfillPolicy,
+    Backoff,
     DynamicPartitionsDefinition,
     Failure,
     MaterializeResult,
@@ -124,7 +123,8 @@ def _run_partitions(
             )
             if not batched:
                 store.put(asset_name, failures={pk: reason})
-                raise Failure(description=f"{pk}: {reason}")
+                # Retrying cannot help: the upstream value is missing or failed.
+                raise Failure(description=f"{pk}: {reason}", allow_retries=False)
             out.failures[pk] = reason
             continue
         attempt = 0
@@ -253,8 +253,13 @@ def _build(max_partitions_per_run: int, fetch_retry: RetryPolicy | None) -> list
             return raw.model_dump_json(), md.evidence_metadata(stored.context, raw)
 
         out = _run_partitions(
-            context, s, "raw_evidence", "execution_context", compute,
-            retries=analysis.fetch_retries, retry_delay=analysis.fetch_retry_delay_seconds,
+            context,
+            s,
+            "raw_evidence",
+            "execution_context",
+            compute,
+            retries=analysis.fetch_retries,
+            retry_delay=analysis.fetch_retry_delay_seconds,
         )
         return _result(context, out)
 
@@ -265,7 +270,9 @@ def _build(max_partitions_per_run: int, fetch_retry: RetryPolicy | None) -> list
         "from the raw evidence, time-ordered.",
         kinds={"python"},
     )
-    def observations(context: AssetExecutionContext, store: AssetStoreResource) -> MaterializeResult:
+    def observations(
+        context: AssetExecutionContext, store: AssetStoreResource
+    ) -> MaterializeResult:
         s = store.get_store()
         contexts = s.get("execution_context", context.partition_keys)
 
@@ -279,7 +286,9 @@ def _build(max_partitions_per_run: int, fetch_retry: RetryPolicy | None) -> list
             value = ObservationSet(observations=obs, coverage=raw.coverage).model_dump_json()
             return value, md.observations_metadata(obs)
 
-        return _result(context, _run_partitions(context, s, "observations", "raw_evidence", compute))
+        return _result(
+            context, _run_partitions(context, s, "observations", "raw_evidence", compute)
+        )
 
     @asset(
         **common,
@@ -396,8 +405,11 @@ def _check_results(
                 "jobs with a stated gap": MetadataValue.int(len(stated)),
                 "jobs with an unstated gap": MetadataValue.int(len(silent)),
                 **(
-                    {"gaps": MetadataValue.md(md.md_table(["job", "nodes", "gap"],
-                                                          gap_rows[: md.MAX_ROWS]))}
+                    {
+                        "gaps": MetadataValue.md(
+                            md.md_table(["job", "nodes", "gap"], gap_rows[: md.MAX_ROWS])
+                        )
+                    }
                     if gap_rows
                     else {}
                 ),

@@ -14,7 +14,9 @@ task label `12: ` and an opening `[`):
 - RFC 3164 syslog: `Nov  2 10:03:11 host ...`, year inferred from the job start (a line
   more than ~6 months after the start belongs to the previous year, more than ~6 months
   before it to the next: a December line for a January job is last year's);
-- `dmesg -T`: `[Mon Nov  2 10:03:11 2026] ...`, in `log_timezone`.
+- `dmesg -T`: `[Mon Nov  2 10:03:11 2026] ...`, in `log_timezone`;
+- glog / PyTorch c10 prefixes: `[rank3]:[E1102 10:03:11.123456789 ProcessGroupNCCL.cpp:697]`,
+  `E0813 08:21:22.980000 1245483 torch/...`, year inferred like syslog, in `log_timezone`.
 
 A raw `dmesg` stamp `[6781741.548779]` is seconds since boot, not wall time: such lines
 count as untimed. Every parsed time is returned tz-aware in UTC.
@@ -34,7 +36,7 @@ _MONTHS = {
 }
 
 _BODY = (
-    rb"(?:<\d{1,3}>(?:1 )?)?(?:\d{1,5}: )?\[?"
+    rb"(?:<\d{1,3}>(?:1 )?)?(?:\d{1,5}: )?(?:\[rank\d{1,6}\]:)?\[?"
     rb"(?:"
     # ISO 8601 / RFC 3339 / python logging / journald short-iso / RFC 5424
     rb"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
@@ -47,6 +49,10 @@ _BODY = (
     # RFC 3164 syslog: month day time (no year)
     rb"(?P<bmon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<bd>\d{1,2}) "
     rb"(?P<bh>\d\d):(?P<bmi>\d\d):(?P<bs>\d\d)(?:\.(?P<bf>\d{1,6}))?(?= )"
+    rb"|"
+    # glog / PyTorch c10: severity letter, [M]MDD, time (no year): `[rank3]:[E1102 10:10:30.1234`
+    rb"[IWEF](?P<gmd>[01]?\d[0-3]\d) (?P<gh>\d\d):(?P<gmi>\d\d):(?P<gs>\d\d)"
+    rb"(?:\.(?P<gf>\d{1,9}))?(?= )"
     rb")"
 )
 
@@ -124,6 +130,10 @@ class TimestampParser:
                     int(g("ts")),
                     tzinfo=self.zone,
                 )
+            elif g("gmd") is not None:
+                md = int(g("gmd"))
+                hms = int(g("gh")), int(g("gmi")), int(g("gs"))
+                t = self._near_reference(md // 100, md % 100, hms, _micros(g("gf")))
             else:
                 t = self._syslog(m)
             return t.astimezone(timezone.utc)
@@ -134,10 +144,16 @@ class TimestampParser:
         g = m.group
         month, day = _MONTHS[g("bmon")], int(g("bd"))
         hms = int(g("bh")), int(g("bmi")), int(g("bs"))
+        return self._near_reference(month, day, hms, _micros(g("bf")))
+
+    def _near_reference(
+        self, month: int, day: int, hms: tuple[int, int, int], micros: int
+    ) -> datetime:
+        """A yearless date: the year that puts it within half a year of the job start."""
         year = self.reference.year
         for candidate in (year, year - 1, year + 1):
             try:
-                t = datetime(candidate, month, day, *hms, _micros(g("bf")), tzinfo=self.zone)
+                t = datetime(candidate, month, day, *hms, micros, tzinfo=self.zone)
             except ValueError:  # Feb 29 in a non-leap year: try the neighbours
                 continue
             delta = t - self.reference

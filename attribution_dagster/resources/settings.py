@@ -9,7 +9,9 @@ from attribution_dagster.models import AnalysisSettings
 
 
 class AnalysisSettingsResource(ConfigurableResource):
-    lead_seconds: float = Field(default=120.0, ge=0, description="read evidence this long before start")
+    lead_seconds: float = Field(
+        default=120.0, ge=0, description="read evidence this long before start"
+    )
     lag_seconds: float = Field(default=60.0, ge=0, description="and this long after end")
     skew_seconds: float = Field(default=5.0, ge=0, description="clock skew tolerated between nodes")
     max_line_bytes: int = Field(default=65536, ge=256)

@@ -578,8 +578,9 @@ def markdown(catalog: ParserCatalog | None = None) -> str:
             if r["type"] == "metric":
                 attrs |= {"origin", "metric", "value"}
             for ex in r["examples"]:
-                if isinstance(ex, dict) and ex.get("expect"):
-                    attrs |= set((ex["expect"].get("attrs") or {}).keys())
+                expects = ex.get("expect") or []
+                for exp in expects if isinstance(expects, list) else [expects]:
+                    attrs |= set((exp.get("attrs") or {}).keys())
         ids = ", ".join(f"`{r['id']}`" for r in mine) or "-"
         attr_txt = ", ".join(sorted(attrs)) or "-"
         lines.append(f"| `{kind}` | {_md_escape(meaning)} | {ids} | {attr_txt} |")

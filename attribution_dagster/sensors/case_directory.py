@@ -16,7 +16,6 @@ tick, so a case that is still being copied is not read half-written (write
 context.json last, or atomically, to be safe).
 """
 
-
 import json
 import os
 import time
@@ -33,7 +32,6 @@ from dagster import (
     SkipReason,
     sensor,
 )
-
 from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
@@ -173,8 +171,12 @@ def build_case_directory_sensor(
         if not new_keys:
             if handled:
                 # Nothing new, but the cursor moved past what we read (e.g. malformed cases).
-                return SensorResult(cursor=cursor.dump(), skip_reason=SkipReason(
-                    f"no new jobs ({handled} case(s) read, {skipped} malformed)"))
+                return SensorResult(
+                    cursor=cursor.dump(),
+                    skip_reason=SkipReason(
+                        f"no new jobs ({handled} case(s) read, {skipped} malformed)"
+                    ),
+                )
             return SkipReason(f"no new cases under {root}")
         return SensorResult(
             run_requests=[

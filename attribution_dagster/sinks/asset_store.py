@@ -87,12 +87,24 @@ class AssetValueStore:
             return
         now = datetime.now(timezone.utc)
         rows = [
-            {"asset": asset, "partition_key": k, "status": "ok", "payload": v, "error": None,
-             "updated_at": now}
+            {
+                "asset": asset,
+                "partition_key": k,
+                "status": "ok",
+                "payload": v,
+                "error": None,
+                "updated_at": now,
+            }
             for k, v in values.items()
         ] + [
-            {"asset": asset, "partition_key": k, "status": "failed", "payload": None,
-             "error": clean_text(e)[:4000], "updated_at": now}
+            {
+                "asset": asset,
+                "partition_key": k,
+                "status": "failed",
+                "payload": None,
+                "error": clean_text(e)[:4000],
+                "updated_at": now,
+            }
             for k, e in failures.items()
         ]
         t = values_table
@@ -137,7 +149,10 @@ class AssetValueStore:
                 conn.execute(delete(t).where(t.c.partition_key.in_(chunk)))
             conn.execute(
                 insert(t),
-                [{"partition_key": k, "case_dir": d, "registered_at": now} for k, d in cases.items()],
+                [
+                    {"partition_key": k, "case_dir": d, "registered_at": now}
+                    for k, d in cases.items()
+                ],
             )
 
     def case_dirs(self, keys: Iterable[str]) -> dict[str, str]:

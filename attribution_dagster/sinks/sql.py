@@ -216,8 +216,10 @@ class SqlSink:
             "result_json": result.model_dump_json(),
         }
         t = results_table
-        where = (t.c.cluster == key["cluster"]) & (t.c.job_id == key["job_id"]) & (
-            t.c.rules_version == key["rules_version"]
+        where = (
+            (t.c.cluster == key["cluster"])
+            & (t.c.job_id == key["job_id"])
+            & (t.c.rules_version == key["rules_version"])
         )
         dialect = conn.dialect.name
         if dialect in ("sqlite", "postgresql"):

@@ -274,11 +274,11 @@ def mixed_formats():
             pid = rankpid(c, h, 2)
             tf = L(T0 + timedelta(milliseconds=520))
             app += [f"{h}:{pid}:{pid + 88} [2] NCCL WARN Cuda failure 'uncorrectable ECC error encountered'",
-                    f"[rank26]:[{glog(tf)} ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 26] "
+                    f"[rank18]:[{glog(tf)} ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 18] "
                     "Process group watchdog thread terminated with exception: CUDA error: uncorrectable ECC error "
                     "encountered",
                     "terminate called after throwing an instance of 'c10::DistBackendError'"]
-            app += torchrun_failed(c, L(T0 + 2 * S), h, [{"rank": 26, "local_rank": 2, "exitcode": -6, "pid": pid}])
+            app += torchrun_failed(c, L(T0 + 2 * S), h, [{"rank": 18, "local_rank": 2, "exitcode": -6, "pid": pid}])
         else:
             tw = T0 + timedelta(seconds=600, milliseconds=c.rng.randint(40, 300))
             app += wd_all(c, h, i, gpus, L(tw), seq, full_ranks=(0,))
@@ -1316,7 +1316,17 @@ def nfs_not_responding():
         td = T0 + timedelta(milliseconds=c.rng.randint(0, 900))
         ev = [kern(c, "rfc3164", td, h, "nfs: server 10.100.0.60 not responding, still trying"),
               kern(c, "rfc3164", td + timedelta(seconds=242.5), h,
-                   "INFO: task pt_data_worker:%d blocked for more than 120 seconds." % (rankpid(c, h, 0) + 40)),
+                   "INFO: task python3:%d blocked for more than 120 seconds." % (rankpid(c, h, 0) + 40)),
+              kern(c, "rfc3164", td + timedelta(seconds=242.5), h,
+                   "      Tainted: P           OE     5.15.0-113-generic #123-Ubuntu"),
+              kern(c, "rfc3164", td + timedelta(seconds=242.5), h,
+                   '"echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.'),
+              kern(c, "rfc3164", td + timedelta(seconds=242.5), h, "task:python3         state:D stack:    0 "
+                   "pid:%d ppid:%d flags:0x00004002" % (rankpid(c, h, 0) + 40, rankpid(c, h, 0))),
+              kern(c, "rfc3164", td + timedelta(seconds=242.5), h, "Call Trace:"),
+              kern(c, "rfc3164", td + timedelta(seconds=242.5), h, " <TASK>"),
+              kern(c, "rfc3164", td + timedelta(seconds=242.5), h, " rpc_wait_bit_killable+0x1e/0xb0 [sunrpc]"),
+              kern(c, "rfc3164", td + timedelta(seconds=242.5), h, " nfs_file_read+0x6e/0xa0 [nfs]"),
               kern(c, "rfc3164", td + timedelta(seconds=905.1), h, "nfs: server 10.100.0.60 OK")]
         if h == "node-a":
             app += rank_traceback(0, [
