@@ -289,6 +289,7 @@ class ChainLink(BaseModel):
     pci: str | None = None
     port: str | None = None
     count: int = 1  # identical observations folded into this link
+    time_quality: TimeQuality = "exact"  # "inherited": the line had no time; it was logged after
 
 
 class Candidate(BaseModel):

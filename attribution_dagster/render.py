@@ -67,6 +67,14 @@ def coverage_lines(coverage: Sequence[SourceCoverage]) -> list[str]:
     return lines
 
 
+def _visible_links(chain: Sequence[ChainLink], max_links: int) -> list[ChainLink]:
+    """Every root-cause link, then the earliest symptoms, shown in time order."""
+    causes = [i for i, link in enumerate(chain) if link.role == "root_cause"]
+    rest = [i for i, link in enumerate(chain) if link.role != "root_cause"]
+    keep = sorted(causes + rest[: max(max_links - len(causes), 0)])
+    return [chain[i] for i in keep]
+
+
 def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
     """A few lines an SRE can act on: what, where, why we think so, where to look."""
     out: list[str] = []
@@ -92,15 +100,19 @@ def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
         out.append(f"  next step: {result.remediation}")
     if result.symptom_chain:
         out.append("  chain:")
-        for link in result.symptom_chain[:max_links]:
+        for link in _visible_links(result.symptom_chain, max_links):
             mark = "CAUSE  " if link.role == "root_cause" else "symptom"
             count = f" x{link.count}" if link.count > 1 else ""
+            when = fmt_time(link.time)
+            when = f">{when}" if link.time_quality == "inherited" else f" {when}"
             out.append(
-                f"    {fmt_time(link.time)}  {mark}  {_where(link):<24} {link.summary}{count}"
+                f"   {when}  {mark}  {_where(link):<24} {link.summary}{count}"
             )
             out.append(f"        at {link.evidence.locator}")
         if len(result.symptom_chain) > max_links:
             out.append(f"    ... {len(result.symptom_chain) - max_links} more (use --json)")
+        if any(link.time_quality == "inherited" for link in result.symptom_chain):
+            out.append("    (>T: the line carries no time; it was logged after T)")
     for note in result.notes:
         out.append(f"  note: {note}")
     cov = coverage_lines(result.coverage)

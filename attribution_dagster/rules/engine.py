@@ -595,6 +595,7 @@ class RuleEngine:
                         gpu=o.gpu,
                         pci=o.pci,
                         port=o.port,
+                        time_quality=o.time_quality,
                     ),
                     it,
                 )
