@@ -2,6 +2,7 @@
 # Screenshot of the asset graph in the Dagster UI, by headless Chromium: docs/asset-graph.png
 #
 #   scripts/screenshot.sh [OUT.png]
+#   SCREENSHOT_PATH="/assets/attribution?partition=<key>" scripts/screenshot.sh docs/x.png
 #
 # Starts dagster-webserver on a free loopback port with a throwaway DAGSTER_HOME in which
 # the bundled samples were attributed (so the graph shows materialized partitions), takes
@@ -50,7 +51,7 @@ done
 # The UI greets a new local instance with a community dialog; mark it seen.
 curl -sf -X POST -H 'Content-Type: application/json' --data '{"query":"mutation { setNuxSeen }"}' \
   "http://127.0.0.1:$PORT/graphql" >/dev/null
-URL=${SCREENSHOT_URL:-"http://127.0.0.1:$PORT/locations/attribution_dagster/asset-groups/attribution"}
+URL="http://127.0.0.1:$PORT${SCREENSHOT_PATH:-/locations/attribution_dagster/asset-groups/attribution}"
 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync \
   --user-data-dir="$WORK/chromium" --hide-scrollbars --window-size=1600,900 \

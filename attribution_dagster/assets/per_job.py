@@ -153,16 +153,16 @@ def _result(context: AssetExecutionContext, out: _Outcome) -> MaterializeResult:
     keys = list(context.partition_keys)
     if len(keys) == 1:
         return MaterializeResult(metadata=out.metadata.get(keys[0], {}))
+    batch = {
+        "batch: partitions": MetadataValue.int(len(keys)),
+        "batch: failed": MetadataValue.int(len(out.failures)),
+    }
+    # Per partition, so each job's page lists its own facts first.
     for pk, meta in out.metadata.items():
-        context.add_asset_metadata(meta, partition_key=pk)
+        context.add_asset_metadata({**meta, **batch}, partition_key=pk)
     for pk, reason in out.failures.items():
-        context.add_asset_metadata({"FAILED": reason}, partition_key=pk)
-    return MaterializeResult(
-        metadata={
-            "batch: partitions": MetadataValue.int(len(keys)),
-            "batch: failed": MetadataValue.int(len(out.failures)),
-        }
-    )
+        context.add_asset_metadata({"FAILED": reason, **batch}, partition_key=pk)
+    return MaterializeResult()
 
 
 def build_job_assets(
