@@ -17,7 +17,17 @@ $(STAMP): pyproject.toml
 
 ## Analyse every bundled sample through Dagster (in-process), print a summary, write SQLite.
 run: $(STAMP)
-	$(BIN)/attribution run $(CASES)
+	$(BIN)/attribution run $(CASES) --instance .dagster
+
+## The Dagster UI on 127.0.0.1:3000 over the instance in .dagster/ (what `make run` recorded).
+ui: $(STAMP)
+	VENV_BIN=$(BIN) scripts/ui.sh
+
+## Screenshots of the asset graph and of one job partition, by headless Chromium, into docs/.
+screenshot: $(STAMP)
+	VENV_BIN=$(BIN) scripts/screenshot.sh docs/asset-graph.png
+	VENV_BIN=$(BIN) SCREENSHOT_PATH='/assets/attribution?view=partitions&partition=gb200-nvl72-east.4812' \
+	  scripts/screenshot.sh docs/attribution-partition.png
 
 ## The test suite (PostgreSQL / Prometheus tests use servers that .ci/run starts).
 test: $(STAMP)
@@ -36,4 +46,4 @@ docs: $(STAMP)
 	$(BIN)/python -m attribution_dagster.rules.engine --markdown > docs/rules.md
 
 clean:
-	rm -rf $(VENV) .attribution .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .attribution .dagster .pytest_cache .hypothesis build *.egg-info

@@ -73,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Analyse one job case: context.json, logs/<node>/*, metrics/*.prom.",
     )
     a.add_argument("case", type=Path, help="case directory (holds context.json)")
-    a.add_argument("--json", action="store_true", help="print the result contract as one JSON object")
-    a.add_argument("--db", metavar="URL", help="also store the result (SQLAlchemy URL or SQLite path)")
+    a.add_argument("--json", action="store_true",
+                   help="print the result contract as one JSON object")
+    a.add_argument("--db", metavar="URL",
+                   help="also store the result (SQLAlchemy URL or SQLite path)")
     _add_settings_args(a)
 
     r = sub.add_parser(
@@ -87,7 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("cases", type=Path, nargs="?", default=Path("samples"), metavar="DIR")
     r.add_argument("--db", metavar="URL", help="SQLAlchemy URL or SQLite path "
                    "(default: .attribution/results.db)")
-    r.add_argument("--direct", action="store_true", help="call the engine directly, without Dagster")
+    r.add_argument("--direct", action="store_true",
+                   help="call the engine directly, without Dagster")
+    r.add_argument("--instance", type=Path, metavar="DIR",
+                   help="persistent Dagster instance (runs then show in `make ui`; "
+                   "default: a throwaway one)")
     _add_settings_args(r)
 
     sub.add_parser("rules", help="list the attribution rules (docs/rules.md has the details)")
@@ -131,6 +137,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from attribution_dagster.config import ConfigError
     from attribution_dagster.connectors.static import ContextError, StaticContextClient
     from attribution_dagster.render import summary_rows, table
 
@@ -144,34 +151,37 @@ def cmd_run(args: argparse.Namespace) -> int:
         from attribution_dagster.pipeline import analyze_case
         from attribution_dagster.sinks.sql import SqlSink
 
-        timed = []
+        results = []
         for case in StaticContextClient().list_cases(root):
-            t = time.perf_counter()
             try:
-                result = analyze_case(case, settings)
+                results.append(analyze_case(case, settings))
             except ContextError as e:
                 print(f"attribution: skipped: {e}", file=sys.stderr)
-                continue
-            timed.append((result, time.perf_counter() - t))
-        SqlSink(url).write(r for r, _ in timed)
+        SqlSink(url).write(results)
     else:
         from attribution_dagster.local_run import run_cases
 
-        results = run_cases(root, url, settings=settings)
-        per = (time.perf_counter() - t0) / max(len(results), 1)
-        timed = [(r, per) for r in results]
-    rows = summary_rows(timed)
-    print(table(["job", "status", "category", "suspect nodes", "time"], rows))
+        try:
+            results = run_cases(root, url, settings=settings, instance_dir=args.instance)
+        except ConfigError as e:
+            return _fail(str(e))
+    print(table(["job", "status", "category", "suspect nodes", "cause began (UTC)"],
+                summary_rows(results)))
     counts: dict[str, int] = {}
-    for r, _ in timed:
+    for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     tally = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    print(f"\n{len(timed)} jobs in {time.perf_counter() - t0:.1f} s: {tally}")
+    how = "directly" if args.direct else "through Dagster"
+    print(f"\n{len(results)} jobs in {time.perf_counter() - t0:.1f} s {how}: {tally}")
     print(f"results: {url}")
+    if args.instance:
+        print(f"dagster instance: {args.instance.resolve()} (open it with `make ui`)")
     return EXIT_OK
 
 
 def cmd_catalog(kind: str) -> int:
+    from attribution_dagster.render import table
+
     if kind == "rules":
         from attribution_dagster.pipeline import engine
 

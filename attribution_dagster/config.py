@@ -190,7 +190,10 @@ def load_config(
         except OSError as e:
             raise ConfigError(f"{p}: cannot read configuration: {e.strerror or e}") from None
         except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from None
+            mark = getattr(e, "problem_mark", None)
+            where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+            what = getattr(e, "problem", None) or " ".join(str(e).split())
+            raise ConfigError(f"{where}: not valid YAML: {what}") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

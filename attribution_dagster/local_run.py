@@ -18,16 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagster import DagsterInstance
-from sqlalchemy.exc import SQLAlchemyError
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
+from sqlalchemy.exc import SQLAlchemyError
 
 from attribution_dagster.assets.per_job import ASSET_NAMES, JOBS_PARTITIONS
-from attribution_dagster.config import AttributionConfig, ConfigError, load_config
+from attribution_dagster.config import (
+    AnalysisConfig,
+    AttributionConfig,
+    ConfigError,
+    load_config,
+)
 from attribution_dagster.connectors.static import StaticContextClient
-from attribution_dagster.models import AttributionResult, ExecutionContext
+from attribution_dagster.models import AnalysisSettings, AttributionResult, ExecutionContext
 from attribution_dagster.sinks.asset_store import AssetValueStore
 from attribution_dagster.sinks.sql import SqlSink
 
@@ -63,9 +68,15 @@ def run_cases(
     *,
     instance_dir: Path | None = None,
     batch: bool = True,
+    settings: AnalysisSettings | None = None,
 ) -> list[AttributionResult]:
-    """Register, materialize and persist every case under `case_root`; return the results."""
-    return run_cases_report(case_root, sink_url, instance_dir=instance_dir, batch=batch).results
+    """Register, materialize and persist every case under `case_root`; return the results.
+
+    `settings` (the CLI's --lead/--lag/--skew/--workers) override the configured analysis.
+    """
+    return run_cases_report(
+        case_root, sink_url, instance_dir=instance_dir, batch=batch, settings=settings
+    ).results
 
 
 def open_instance(instance_dir: Path | None) -> DagsterInstance:
@@ -131,6 +142,7 @@ def run_cases_report(
     config: AttributionConfig | None = None,
     max_partitions_per_run: int | None = None,
     instance: DagsterInstance | None = None,
+    settings: AnalysisSettings | None = None,
 ) -> RunReport:
     from attribution_dagster.definitions import ATTRIBUTE_JOB, build_definitions
 
@@ -146,6 +158,18 @@ def run_cases_report(
             "max_partitions_per_run": max_partitions_per_run or base.max_partitions_per_run,
         }
     )
+    if settings is not None:
+        config = config.model_copy(
+            update={
+                "analysis": AnalysisConfig(
+                    lead_seconds=settings.lead_seconds,
+                    lag_seconds=settings.lag_seconds,
+                    skew_seconds=settings.skew_seconds,
+                    max_line_bytes=settings.max_line_bytes,
+                    workers=settings.workers,
+                )
+            }
+        )
     cases, report.skipped = discover_cases(Path(case_root))
     for case_dir, reason in report.skipped.items():
         log.warning("skipped case %s: %s", case_dir, reason)

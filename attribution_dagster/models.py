@@ -20,6 +20,18 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 RESULT_SCHEMA_VERSION = "1"
 
 
+_IP_ADDRESS = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*)$")
+
+
+def short_host(name: str) -> str:
+    """The key two spellings of one host share: `gpu-017.cluster.local` and `GPU-017` -> `gpu-017`.
+    An IP address is kept whole (`10.1.0.12` is not `10`); host names compare case-insensitively."""
+    name = name.strip().lower()
+    if _IP_ADDRESS.match(name):
+        return name
+    return name.split(".", 1)[0]
+
+
 class JobState(str, Enum):
     """Final job state, in Slurm's vocabulary (the spec maps every scheduler onto it)."""
 
@@ -99,13 +111,15 @@ class AnalysisSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    lead_seconds: float = Field(default=120.0, ge=0, description="read evidence this long before start")
+    lead_seconds: float = Field(
+        default=120.0, ge=0, description="read evidence this long before start"
+    )
     lag_seconds: float = Field(default=60.0, ge=0, description="and this long after end")
     skew_seconds: float = Field(default=5.0, ge=0, description="clock skew tolerated between nodes")
     max_line_bytes: int = Field(default=65536, ge=256, description="longer lines are truncated")
     workers: int | None = Field(default=None, description="scanner processes; None = all cores")
 
-    def window(self, ctx: "ExecutionContext") -> Window:
+    def window(self, ctx: ExecutionContext) -> Window:
         from datetime import timedelta
 
         return Window(

@@ -58,7 +58,9 @@ def collect_evidence(
 ) -> RawEvidence:
     """Prefiltered log lines and metric samples for the job's nodes and window."""
     settings = settings or AnalysisSettings()
-    files = files or LocalFilesClient(max_line_bytes=settings.max_line_bytes, workers=settings.workers)
+    files = files or LocalFilesClient(
+        max_line_bytes=settings.max_line_bytes, workers=settings.workers
+    )
     window = settings.window(ctx)
     case = Path(case)
     records, log_cov = files.fetch_logs(case, ctx, catalog().anchors(), window)

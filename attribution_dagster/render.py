@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 
 from attribution_dagster.models import AttributionResult, ChainLink, SourceCoverage
 
@@ -123,16 +123,22 @@ def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
     return "\n".join(out)
 
 
-def summary_rows(results: Iterable[tuple[AttributionResult, float]]) -> list[list[str]]:
+def summary_rows(results: Iterable[AttributionResult]) -> list[list[str]]:
+    """One row per job: where it ran, what we concluded, and when the cause began (UTC)."""
     rows = []
-    for r, seconds in results:
+    for r in results:
+        first = next((c for c in r.symptom_chain if c.role == "root_cause" and c.time), None)
+        when = "-"
+        if first is not None and first.time is not None:
+            stamp = first.time.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            when = (">" if first.time_quality == "inherited" else "") + stamp
         rows.append(
             [
-                r.job_id,
+                f"{r.cluster}/{r.job_id}" if r.cluster else r.job_id,
                 r.status,
                 r.category or ("|".join(c.category for c in r.candidates) or "-"),
                 ",".join(r.suspect_nodes) or ("shared" if r.scope == "shared" else "-"),
-                f"{seconds * 1000:.0f} ms",
+                when,
             ]
         )
     return rows
@@ -141,7 +147,7 @@ def summary_rows(results: Iterable[tuple[AttributionResult, float]]) -> list[lis
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [len(h) for h in header]
     for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
     lines.extend(fmt.format(*row) for row in rows)

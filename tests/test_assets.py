@@ -353,3 +353,27 @@ def test_local_run_batches_only_its_own_partitions(tmp_path):
         assert sorted(r.job_id for r in report.results) == ["950", "951", "952", "953"]
         assert "other.1" not in inst.get_materialized_partitions(AssetKey("attribution"))
         assert report.runs == 2  # [950] and [951, 952, 953]: no range spans other.1
+
+
+def test_local_run_applies_the_clis_analysis_settings(tmp_path):
+    """A window that ends before the XID line leaves the job without its root cause."""
+    from attribution_dagster.models import AnalysisSettings
+
+    root = tmp_path / "cases"
+    write_case(root, "a", job_id="990")
+    url = f"sqlite:///{tmp_path}/r.db"
+    [wide] = run_cases(root, url, settings=AnalysisSettings(workers=1))
+    assert wide.category == "gpu.lost"
+    # the case starts 10:00 and the XID is at 10:03:11; the NCCL timeout at 10:03:40
+    ctx_file = root / "a" / "context.json"
+    import json as _json
+
+    ctx = _json.loads(ctx_file.read_text())
+    ctx.update(start="2026-11-02T10:03:20Z", job_id="991")
+    ctx_file.write_text(_json.dumps(ctx))
+    narrow_settings = AnalysisSettings(lead_seconds=0, lag_seconds=0, workers=1)
+    [narrow] = run_cases(root, url, settings=narrow_settings)
+    assert narrow.job_id == "991"
+    assert narrow.category != "gpu.lost"
+    [default] = run_cases(root, f"sqlite:///{tmp_path}/r2.db")  # 120 s lead sees the XID
+    assert default.category == "gpu.lost"

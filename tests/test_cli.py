@@ -155,3 +155,32 @@ def test_help_lists_examples() -> None:
     proc = run_cli("--help")
     assert proc.returncode == 0
     assert "attribution analyze samples/" in proc.stdout
+
+
+@pytest.mark.parametrize(("command", "needle"), [("rules", "xid"), ("parsers", "nvrm")])
+def test_catalog_commands_list_entries(capsys, command: str, needle: str) -> None:
+    assert main([command]) == 0
+    out = capsys.readouterr().out.lower()
+    assert len(out.splitlines()) > 20  # a table: header, rule, one row per entry
+    assert needle in out
+
+
+def test_run_direct_prints_summary_with_cause_time_and_stores(tmp_path: Path, capsys) -> None:
+    make_case(tmp_path / "cases" / "one", logs={"node-b/syslog": XID79, "node-a/app.log": ""})
+    db = tmp_path / "r.db"
+    assert main(["run", str(tmp_path / "cases"), "--direct", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("testc/4242"))
+    assert "gpu.lost" in row and "node-b" in row and "2026-11-02 10:10:00" in row
+    assert "1 attributed" in out and db.is_file()
+
+
+def test_run_bad_config_is_one_line_error(tmp_path: Path, capsys, monkeypatch) -> None:
+    make_case(tmp_path / "cases" / "one")
+    bad = tmp_path / "attribution.yaml"
+    bad.write_text("sink: [not, a, mapping\n")
+    monkeypatch.setenv("ATTRIBUTION_CONFIG", str(bad))
+    assert main(["run", str(tmp_path / "cases")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attribution: error:") and "attribution.yaml" in err
+    assert "\n" not in err

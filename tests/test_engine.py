@@ -213,12 +213,29 @@ def test_two_hardware_faults_on_two_nodes_are_ambiguous() -> None:
     assert {lk.node for lk in r.symptom_chain if lk.role == "root_cause"} == {"node-b", "node-c"}
 
 
-def test_same_category_on_two_nodes_is_ambiguous() -> None:
+def test_same_category_on_two_nodes_is_one_attribution_with_both_suspects() -> None:
+    # the category is not in doubt, only the place: attributed, both nodes suspect (the
+    # FIELD-FACTS ambiguity triggers are all about *which cause*, not which of two nodes)
     obs = [ob("xid", "node-b", 191, code=79), ob("xid", "node-c", 192, code=79)]
     r = run(ctx(), obs + timeouts(800))
-    assert r.status == "ambiguous"
-    assert [c.category for c in r.candidates] == ["gpu.lost", "gpu.lost"]
+    assert (r.status, r.category) == ("attributed", "gpu.lost")
+    assert r.candidates == []
     assert r.suspect_nodes == ["node-b", "node-c"]
+    assert {lk.node for lk in r.symptom_chain if lk.role == "root_cause"} == {"node-b", "node-c"}
+
+
+def test_ambiguity_groups_same_category_candidates() -> None:
+    obs = [
+        ob("xid", "node-b", 191, code=79),
+        ob("xid", "node-c", 191, code=79),
+        ob("ib_link_down", "node-d", 191),
+    ]
+    r = run(ctx(), obs + timeouts(800))
+    assert r.status == "ambiguous"  # two kinds of cause: one candidate per category
+    assert sorted(c.category for c in r.candidates) == ["gpu.lost", "network.fabric"]
+    lost = next(c for c in r.candidates if c.category == "gpu.lost")
+    assert sorted(lost.nodes) == ["node-b", "node-c"]
+    assert sorted(r.suspect_nodes) == ["node-b", "node-c", "node-d"]
 
 
 def test_xid_explains_later_ib_retry_errors_elsewhere() -> None:

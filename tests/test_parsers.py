@@ -348,6 +348,23 @@ def test_slurm_cancel_reasons() -> None:
     assert plain.attrs["reason"] == "none" and plain.node == "node-b"
 
 
+def test_slurm_cancel_time_written_in_the_line_replaces_an_inherited_time() -> None:
+    line = "slurmstepd: error: *** JOB 7 ON node-a CANCELLED AT 2026-11-02T10:40:00 ***"
+    r = RawRecord(
+        source="files", node="node-a", locator="x:3", time=T0, time_quality="inherited", text=line
+    )
+    (o,) = CAT.parse_record(r, CTX)
+    assert o.time == datetime(2026, 11, 2, 10, 40, tzinfo=timezone.utc)
+    assert o.time_quality == "exact"
+    berlin = CTX.model_copy(update={"log_timezone": "Europe/Berlin"})
+    (o,) = CAT.parse_record(r, berlin)
+    assert o.time == datetime(2026, 11, 2, 9, 40, tzinfo=timezone.utc)
+    # a line with its own timestamp prefix keeps it: the prefix is what the file's clock said
+    exact = r.model_copy(update={"time_quality": "exact"})
+    (o,) = CAT.parse_record(exact, CTX)
+    assert o.time == T0
+
+
 # --- exceptions ----------------------------------------------------------------------------------
 
 

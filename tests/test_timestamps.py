@@ -125,7 +125,10 @@ def test_timed_line_start_finds_lines_after_newlines(parser: TimestampParser) ->
             b"E1101 08:21:22.980000 1245483 torch/distributed/elastic/multiprocessing/api.py:984]",
             datetime(2026, 11, 1, 8, 21, 22, 980000, tzinfo=timezone.utc),
         ),
-        (b"[rank3]:[E207 19:04:38.1 x.cpp:1] y", datetime(2027, 2, 7, 19, 4, 38, 100000, tzinfo=timezone.utc)),
+        (
+            b"[rank3]:[E207 19:04:38.1 x.cpp:1] y",
+            datetime(2027, 2, 7, 19, 4, 38, 100000, tzinfo=timezone.utc),
+        ),
         (b"Error: 1102 10:00:00 is not a glog prefix", None),
     ],
 )

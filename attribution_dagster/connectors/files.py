@@ -28,6 +28,7 @@ from attribution_dagster.models import (
     RawRecord,
     SourceCoverage,
     Window,
+    short_host,
 )
 
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
@@ -54,7 +55,7 @@ def _usable_cpus() -> int:
 
 
 def _short(name: str) -> str:
-    return name.split(".", 1)[0]
+    return short_host(name)
 
 
 def match_nodes(available: Sequence[str], nodes: Sequence[str]) -> dict[str, str]:

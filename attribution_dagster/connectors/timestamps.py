@@ -5,8 +5,9 @@ of a line it already holds and (b) search a block *backwards* for the nearest ea
 line with a single C-level regex pass (`TIMED_LINE_START` begins with a literal newline,
 which lets `re` skip ahead with a fast byte search).
 
-Supported prefixes (optionally preceded by a syslog `<PRI>` / RFC 5424 `<PRI>1 `, an srun
-task label `12: ` and an opening `[`):
+Supported prefixes (optionally preceded by a few blanks, a syslog `<PRI>` / RFC 5424 `<PRI>1 `,
+an srun task label `12: `, more blanks and an opening `[`: Megatron-LM prints
+` [2026-11-02 10:03:05] iteration ...`, srun labels `0:  [2026-...]`):
 
 - ISO 8601 with offset: `2026-11-02T10:03:11.123456+00:00`, `...Z`, `...+0000` (journald
   short-iso), with a space instead of `T` and `,` for fractions (Python logging);
@@ -36,7 +37,7 @@ _MONTHS = {
 }
 
 _BODY = (
-    rb"(?:<\d{1,3}>(?:1 )?)?(?:\d{1,5}: )?(?:\[rank\d{1,6}\]:)?\[?"
+    rb"[ \t]{0,4}(?:<\d{1,3}>(?:1 )?)?(?:\d{1,5}: )?(?:\[rank\d{1,6}\]:)?[ \t]{0,4}\[?"
     rb"(?:"
     # ISO 8601 / RFC 3339 / python logging / journald short-iso / RFC 5424
     rb"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"

@@ -255,11 +255,14 @@ _NCCL_TEXT = re.compile(
 _IO_ERRNO = re.compile(
     r"Errno (?:5|28|30|107|108|116|122)\b|Input/output error|No space left|Read-only file system"
     r"|Stale file handle|transport endpoint|Disk quota exceeded"
+    # torch.save on a full / failing filesystem often says only this (no errno text)
+    r"|PytorchStreamWriter failed writing file|unexpected pos \d+ vs \d+"
 )
 _CUDA_TEXT = re.compile(r"CUDA|cuda|cuBLAS|CUBLAS|cuDNN|CUDNN|AcceleratorError")
 _OOM_TEXT = re.compile(
     r"CUDA out of memory|CUDA error: out of memory|CUDA driver error: out of memory"
     r"|cuda runtime error \(2\) : out of memory|OutOfMemoryError"
+    r"|RESOURCE_EXHAUSTED: Out of memory while trying to allocate"  # JAX / XLA on GPU
 )
 
 
@@ -502,6 +505,7 @@ _IO_WHAT = {
     "d3": "ext4_error",
     "d4": "remount_ro",
     "d5": "nvme_reset",
+    "d6": "xfs_error",
     "ro": "remount_ro",
     "eio": "eio",
     "esh": "transport_shutdown",

@@ -330,8 +330,43 @@ class RuleEngine:
             and (c.category != top.category or set(c.nodes) != set(top.nodes))
         ]
         if rivals:
+            # the same fault on several nodes at once (two GPUs lost in one rack power event,
+            # ECC errors on two nodes) leaves the category in no doubt, only where to look:
+            # same-category contenders become one candidate whose suspects are all those nodes
+            groups: dict[str, list[Cand]] = {}
+            for c in (top, *rivals):
+                groups.setdefault(c.category, []).append(c)
+            if any(len(g) > 1 for g in groups.values()):
+                merged = {id(c) for c in (top, *rivals)}
+                heads = [self._merge(g) for g in groups.values()]
+                roots = heads + [c for c in roots if id(c) not in merged]
+                top, rivals = heads[0], heads[1:]
+        if rivals:
             return self._ambiguous(ctx, [top, *rivals], roots, symptoms, coverage, notes, base)
         return self._attributed(ctx, top, roots, symptoms, coverage, notes, base)
+
+    @staticmethod
+    def _merge(cands: list[Cand]) -> Cand:
+        """One candidate from same-category candidates on different nodes (best first)."""
+        best = cands[0]
+        if len(cands) == 1:
+            return best
+        merged = Cand(
+            category=best.category,
+            scope=best.scope,
+            items=[i for c in cands for i in c.items],
+            nodes=list(dict.fromkeys(n for c in cands for n in c.nodes)),
+            affected=list(dict.fromkeys(n for c in cands for n in c.affected)),
+            label=best.label,
+            score=best.score,
+            absorbed=[a for c in cands for a in c.absorbed],
+            notes=[n for c in cands for n in c.notes],
+        )
+        merged.notes.append(
+            f"{best.category} on {len(merged.nodes)} nodes within clock skew: "
+            + ", ".join(merged.nodes)
+        )
+        return merged
 
     # ---- steps ----------------------------------------------------------------------
 
@@ -751,12 +786,16 @@ class RuleEngine:
                     seen.add(key)
                     suspects.append(s)
         summary = top.summary
+        # the headline names the lead observation, so it shows the lead's own time when that is
+        # exact; an untimed line of the same candidate only bounds the time from below
+        lead = top.lead
+        shown_t, shown_exact = (lead.t, True) if lead.t and lead.exact else (top.t, top.exact)
         if top.rule.late_ok:
             pass  # a scheduler verdict: its time is the job's end, nothing to add
-        elif top.t is not None and not top.exact:
-            summary += f", logged after {_hms(top.t)}"
-        elif top.t is not None:
-            summary += f" at {_hms(top.t)}"
+        elif shown_t is not None and not shown_exact:
+            summary += f", logged after {_hms(shown_t)}"
+        elif shown_t is not None:
+            summary += f" at {_hms(shown_t)}"
             onset = [s for s in symptoms if s.exact and s.rule.onset]
             if onset:
                 first = min(onset, key=_time_key)
@@ -764,7 +803,7 @@ class RuleEngine:
                 nodes = {s.obs.node for s in same}
                 what = KIND_LABELS.get(first.obs.kind, first.obs.kind.replace("_", " "))
                 where = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
-                gap = _secs(first.t, top.t)  # type: ignore[arg-type]
+                gap = _secs(first.t, shown_t)
                 if gap >= 1:
                     summary += f", {gap:.0f} s before {what} on {where}"
                 else:

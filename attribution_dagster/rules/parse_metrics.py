@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from attribution_dagster.models import ExecutionContext, MetricSample, Observation
+from attribution_dagster.models import ExecutionContext, MetricSample, Observation, short_host
 
 
 class MetricExample(BaseModel):
@@ -55,9 +55,9 @@ def _node(sample: MetricSample, ctx: ExecutionContext | None) -> str:
             host = val.rsplit(":", 1)[0] if key == "instance" and ":" in val else val
             if ctx is None or host in ctx.nodes:
                 return host
-            short = host.split(".", 1)[0]
+            short = short_host(host)
             for n in ctx.nodes:
-                if n.split(".", 1)[0] == short:
+                if short_host(n) == short:
                     return n
             return host
     return sample.node

@@ -66,6 +66,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -78,6 +79,7 @@ from attribution_dagster.models import (
     Observation,
     RawEvidence,
     RawRecord,
+    short_host,
 )
 from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
 from attribution_dagster.rules.parse_metrics import (
@@ -128,12 +130,34 @@ class ParserSpec(BaseModel):
     group: str | None = None
     node_from: str | None = None
     strip_prefix: bool = False  # match after timestamp / host / srun / torchrun prefixes
+    # an attr holding the event's own ISO time (slurmstepd `CANCELLED AT <time>`): it becomes
+    # the observation's exact time when the line itself carried none
+    time_from: str | None = None
     examples: list[ExampleSpec] = Field(min_length=1)
 
     @field_validator("anchors", mode="before")
     @classmethod
     def _anchors(cls, v: Any) -> Any:
         return [{"literal": a} if isinstance(a, str) else a for a in v]
+
+
+def _inline_time(value: Any, ctx: ExecutionContext | None) -> datetime | None:
+    """An ISO time written inside a line; naive times are in the case's log timezone."""
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        zone: Any = timezone.utc
+        if ctx is not None and ctx.log_timezone.upper() != "UTC":
+            try:
+                zone = ZoneInfo(ctx.log_timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                zone = timezone.utc
+        t = t.replace(tzinfo=zone)
+    return t.astimezone(timezone.utc)
 
 
 def _convert(value: str | None, typ: str) -> Any:
@@ -160,6 +184,16 @@ def _convert(value: str | None, typ: str) -> Any:
     return v or None
 
 
+def _group(groups: dict[str, str | None], name: str) -> str | None:
+    """A named group's value; `a|b` names alternatives (regex branches), the first set wins."""
+    if "|" not in name:
+        return groups.get(name)
+    for g in name.split("|"):
+        if groups.get(g) is not None:
+            return groups[g]
+    return None
+
+
 class Parser:
     """One compiled catalog entry."""
 
@@ -182,7 +216,7 @@ class Parser:
         for f, _, _ in self.fields:
             if f not in _FIELD_TYPES:
                 raise CatalogError(f"parser {spec.id}: unknown field {f!r}")
-        if spec.node_from and spec.node_from not in self.group_names:
+        if spec.node_from and not set(spec.node_from.split("|")) <= self.group_names:
             raise CatalogError(f"parser {spec.id}: node_from group {spec.node_from!r} not in regex")
         self.spec, self.index = spec, index
         self.decoder = DECODERS[spec.decoder] if spec.decoder else None
@@ -191,7 +225,7 @@ class Parser:
         self, spec: ParserSpec, key: str, m: str, default: str | None
     ) -> tuple[str, str, str]:
         group, _, typ = m.partition(":")
-        if group not in self.group_names:
+        if not set(group.split("|")) <= self.group_names:  # "a|b": the first that matched
             raise CatalogError(f"parser {spec.id}: {key} maps to missing group {group!r}")
         return key, group, typ or default or "str"
 
@@ -203,17 +237,17 @@ class Parser:
         groups = m.groupdict()
         fields: dict[str, Any] = {}
         for key, group, typ in self.fields:
-            val = _convert(groups.get(group), typ)
+            val = _convert(_group(groups, group), typ)
             if val is not None:
                 fields[key] = val
         attrs: dict[str, Any] = dict(self.spec.const)
         for key, group, typ in self.attrs:
-            val = _convert(groups.get(group), typ)
+            val = _convert(_group(groups, group), typ)
             if val is not None:
                 attrs[key] = val
         draft: dict[str, Any] = {"fields": fields, "attrs": attrs}
         if self.spec.node_from:
-            draft["node_host"] = groups.get(self.spec.node_from)
+            draft["node_host"] = _group(groups, self.spec.node_from)
         if self.decoder is not None:
             try:
                 if not self.decoder(groups, text, draft):
@@ -279,11 +313,83 @@ def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
     host = host.strip()
     if host in ctx.nodes:
         return host
-    short = host.split(".", 1)[0]
+    short = short_host(host)
     for n in ctx.nodes:
-        if n.split(".", 1)[0] == short:
+        if short_host(n) == short:
             return n
     return None
+
+
+_SRUN_LABEL = re.compile(r"^\s{0,6}(\d{1,6}): ")
+
+
+def _task_ids(spec: str) -> set[int]:
+    """srun task lists: `3`, `0-7`, `0,2-3`, `[0-7]` (at most 4096 ids)."""
+    out: set[int] = set()
+    for part in spec.strip("[]").split(","):
+        lo, _, hi = part.strip("[] ").partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            continue
+        a, b = int(lo), int(hi) if hi else int(lo)
+        if b < a or b - a > 4096:
+            continue
+        out.update(range(a, b + 1))
+    return out
+
+
+def _relabel_srun_tasks(
+    per_record: list[tuple[RawRecord, list[Observation]]], ctx: ExecutionContext | None
+) -> list[tuple[RawRecord, list[Observation]]]:
+    """srun gathers every task's output into one file on the batch host (`slurm-<job>.out`),
+    each line labelled `N: ` (srun --label). The file's node is then not where task N ran.
+    Where the same file says which host ran task N (`srun: error: <host>: task N: ...`, or a
+    labelled line naming its host, e.g. NCCL `N: host:pid:tid`), a labelled observation is
+    moved to that host, with attrs.logged_on = the node whose log held it. Tasks claimed by
+    two hosts are left alone."""
+    if ctx is None:
+        return per_record
+    hosts: dict[str, dict[int, str | None]] = {}
+
+    def claim(path: str, task: int, node: str) -> None:
+        m = hosts.setdefault(path, {})
+        m[task] = node if m.get(task, node) == node else None
+
+    for rec, obs in per_record:
+        path = rec.locator.rsplit(":", 1)[0]
+        label = _SRUN_LABEL.match(rec.text)
+        for o in obs:
+            if o.node not in ctx.nodes:
+                continue
+            if o.parser == "srun_task_exit" and isinstance(o.attrs.get("tasks"), str):
+                if o.attrs.get("host") is not None and _resolve_host(str(o.attrs["host"]), ctx):
+                    for t in _task_ids(str(o.attrs["tasks"])):
+                        claim(path, t, o.node)
+            elif label and "logged_on" in o.attrs:
+                claim(path, int(label.group(1)), o.node)
+    if not hosts:
+        return per_record
+    out: list[tuple[RawRecord, list[Observation]]] = []
+    for rec, obs in per_record:
+        label = _SRUN_LABEL.match(rec.text)
+        table = hosts.get(rec.locator.rsplit(":", 1)[0])
+        host = table.get(int(label.group(1))) if label and table else None
+        if host is None or host == rec.node:
+            out.append((rec, obs))
+            continue
+        task = int(label.group(1))  # type: ignore[union-attr]
+        moved = [
+            o
+            if "logged_on" in o.attrs or o.node != rec.node
+            else o.model_copy(
+                update={
+                    "node": host,
+                    "attrs": {**o.attrs, "logged_on": rec.node, "srun_task": task},
+                }
+            )
+            for o in obs
+        ]
+        out.append((rec, moved))
+    return out
 
 
 def _trim(text: str) -> str:
@@ -384,13 +490,18 @@ class ParserCatalog:
             if host is not None and host != rec.node:
                 node = host
                 attrs["logged_on"] = rec.node
+            when, quality = rec.time, rec.time_quality
+            if p.spec.time_from and quality != "exact":
+                own = _inline_time(attrs.get(p.spec.time_from), ctx)
+                if own is not None:
+                    when, quality = own, "exact"
             try:
                 out.append(
                     Observation(
                         kind=p.spec.kind,
                         node=node,
-                        time=rec.time,
-                        time_quality=rec.time_quality,
+                        time=when,
+                        time_quality=quality,
                         excerpt=_trim(draft.get("excerpt") or line),
                         source=rec.source,
                         locator=rec.locator,
@@ -412,12 +523,15 @@ class ParserCatalog:
         """All records and samples, time-ordered (unknown last); a line read twice counts once."""
         seen: set[tuple[str, str, str]] = set()
         out: list[Observation] = []
+        per_record: list[tuple[RawRecord, list[Observation]]] = []
         for rec in raw.records:
             key = (rec.source, rec.locator, rec.text)
             if key in seen:
                 continue
             seen.add(key)
-            out.extend(self.parse_record(rec, ctx))
+            per_record.append((rec, self.parse_record(rec, ctx)))
+        for _, obs in _relabel_srun_tasks(per_record, ctx):
+            out.extend(obs)
         out.extend(self.normalize_samples(raw.samples, ctx))
         out.sort(key=_sort_key)
         return out

@@ -1388,6 +1388,130 @@ def xid48_dbe_row_remap_failure():
     return c
 
 
+# --------------------------------------------------------------------------------------
+@case
+def aer_nonfatal_noise_app_error():
+    nodes = ["node-a", "node-b"]
+    c = Case("aer-nonfatal-noise-app-error",
+             ctx("99911", "FAILED", "2026-11-27T10:00:00Z", "2026-11-27T10:17:33Z", nodes, "H100",
+                 _nccl_debug="WARN", cluster="h100-iad2"),
+             exp("attributed", "app.error", ["node-b"], ["traceback"],
+                 why="node-a's NVMe logged AER 'Uncorrected (Non-Fatal)' errors that the device recovered from "
+                     "(the job kept training); the job died when rank 11 on node-b raised ValueError on a bad "
+                     "config value. 'Non-Fatal' contains 'Fatal': it must not be read as a fatal PCIe error."))
+    T0 = t_("2026-11-27T10:06:50.118900Z")
+    Ta = T0 - timedelta(seconds=212.4)
+    gpus, seq = 8, 2740
+    for i, h in enumerate(nodes):
+        app, step, last = app_head(c, h, i, 2, gpus, "H100", T0, dt=4.0, every=20)
+        ev = []
+        if h == "node-a":
+            for k in range(2):
+                tt = Ta + timedelta(seconds=31.7 * k)
+                ev += [kern(c, "iso", tt, h, "pcieport 0000:40:01.1: AER: Uncorrected (Non-Fatal) error received: "
+                                             "0000:41:00.0"),
+                       kern(c, "iso", tt, h, "nvme 0000:41:00.0: PCIe Bus Error: severity=Uncorrected (Non-Fatal), "
+                                             "type=Transaction Layer, (Requester ID)"),
+                       kern(c, "iso", tt, h, "nvme 0000:41:00.0:   device [144d:a80a] error status/mask=00004000/00400000"),
+                       kern(c, "iso", tt, h, "nvme 0000:41:00.0:    [14] CmpltTO                (First)"),
+                       kern(c, "iso", tt + timedelta(milliseconds=3), h, "pcieport 0000:40:01.1: AER: device recovery "
+                                                                         "successful")]
+        if h == "node-b":
+            app += rank_traceback(11, [
+                ("/workspace/train.py", 512, "<module>", "main()"),
+                ("/workspace/train.py", 402, "main", "scheduler = build_scheduler(cfg.optim, optimizer)"),
+                ("/workspace/optim/schedule.py", 58, "build_scheduler", 'raise ValueError(f"unknown lr schedule '
+                 '{name!r}; expected one of {sorted(SCHEDULES)}")')],
+                "ValueError: unknown lr schedule 'cosine_restart'; expected one of ['constant', 'cosine', 'linear', "
+                "'wsd']")
+            app += torchrun_failed(c, T0 + 2 * S, h, [{"rank": 11, "local_rank": 3, "exitcode": 1,
+                                                      "pid": rankpid(c, h, 3)}])
+        else:
+            tw = T0 + timedelta(seconds=600, milliseconds=c.rng.randint(40, 300))
+            app += wd_all(c, h, i, gpus, tw, seq, full_ranks=(0,))
+            app += torchrun_failed(c, tw + 1.4 * S, h, [{"rank": 0, "local_rank": 0, "exitcode": -6,
+                                                        "pid": rankpid(c, h, 0)}])
+        c.add(f"logs/{h}/app.log", app)
+        c.add(f"logs/{h}/kern.log", kernel_file(c, h, "iso", ev, 12))
+    return c
+
+
+# --------------------------------------------------------------------------------------
+@case
+def xid45_after_app_abort():
+    nodes = ["node-a", "node-b"]
+    c = Case("xid45-after-app-abort",
+             ctx("99952", "FAILED", "2026-11-28T15:00:00Z", "2026-11-28T15:18:02Z", nodes, "H100",
+                 _nccl_debug="WARN", cluster="h100-ord3"),
+             exp("attributed", "app.error", ["node-a"], ["traceback"],
+                 why="Rank 2 on node-a raised RuntimeError (a shape mismatch after a checkpoint reload); when "
+                     "torchrun killed the local ranks the driver logged XID 45 (preemptive cleanup) on each of "
+                     "their GPUs: XID 45 after an abort is a consequence, not a GPU fault."))
+    T0 = t_("2026-11-28T15:07:12.004400Z")
+    gpus, seq = 8, 1203
+    for i, h in enumerate(nodes):
+        app, step, last = app_head(c, h, i, 2, gpus, "H100", T0, dt=4.0, every=20)
+        ev = []
+        if h == "node-a":
+            app += rank_traceback(2, [
+                ("/workspace/train.py", 512, "<module>", "main()"),
+                ("/workspace/train.py", 471, "main", "loss = model(batch).loss"),
+                ("/workspace/model/mlp.py", 61, "forward", "return self.down(F.silu(self.gate(x)) * self.up(x))")],
+                "RuntimeError: mat1 and mat2 shapes cannot be multiplied (8192x4096 and 14336x4096)")
+            app += torchrun_failed(c, T0 + 1.5 * S, h, [{"rank": 2, "local_rank": 2, "exitcode": 1,
+                                                        "pid": rankpid(c, h, 2)}])
+            for dev in range(gpus):
+                if dev == 2:
+                    continue
+                ev.append(kern(c, "iso", T0 + timedelta(seconds=1.9, milliseconds=7 * dev), h,
+                               xid(PCI["H100"][dev], 45, "Ch 00000010", pid=rankpid(c, h, dev), name="python3")))
+        else:
+            tw = T0 + timedelta(seconds=600, milliseconds=c.rng.randint(40, 300))
+            app += wd_all(c, h, i, gpus, tw, seq, full_ranks=(0,))
+            app += torchrun_failed(c, tw + 1.4 * S, h, [{"rank": 8, "local_rank": 0, "exitcode": -6,
+                                                        "pid": rankpid(c, h, 0)}])
+        c.add(f"logs/{h}/app.log", app)
+        c.add(f"logs/{h}/kern.log", kernel_file(c, h, "iso", ev, 12))
+    return c
+
+
+# --------------------------------------------------------------------------------------
+@case
+def untimed_app_output():
+    nodes = ["node-a", "node-b", "node-c"]
+    c = Case("untimed-app-output",
+             ctx("99987", "FAILED", "2026-11-29T20:00:00Z", "2026-11-29T20:21:10Z", nodes, "H100",
+                 cluster="h100-sc2"),
+             exp("attributed", "gpu.lost", ["node-c"], ["xid"],
+                 why="The application prints instead of logging and runs PyTorch 2.1 (watchdog lines without a "
+                     "stamp): apart from one start-up warning its output is untimed; only the kernel log is "
+                     "timed, and it shows XID 79 on node-c GPU 0 at 20:10:05."))
+    T0 = t_("2026-11-29T20:10:05.771004Z")
+    gpus, seq = 8, 7701
+    for i, h in enumerate(nodes):
+        app, step, last = app_head(c, h, i, 3, gpus, "H100", T0, dt=4.0, every=20)
+        # the trainer prints instead of logging: strip the logging stamps
+        app = [x[24:].replace("INFO ", "", 1) if x[:4].isdigit() else x for x in app]
+        ev = []
+        if h == "node-c":
+            ev += [kern(c, "rfc3164", T0, h, xid(PCI["H100"][0], 79, "GPU has fallen off the bus.")),
+                   kern(c, "rfc3164", T0, h, "NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.")]
+            p = rankpid(c, h, 0)
+            app += [f"{h}:{p}:{p + 90} [0] NCCL WARN Cuda failure 'unknown error'",
+                    "[rank16]:[E ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 16] Process group "
+                    "watchdog thread terminated with exception: CUDA error: unknown error",
+                    "terminate called after throwing an instance of 'c10::DistBackendError'"]
+        else:
+            for dev in range(gpus):
+                app.append(f"[rank{i * gpus + dev}]:[E ProcessGroupNCCL.cpp:616] [Rank {i * gpus + dev}] Watchdog "
+                           f"caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, "
+                           "NumelOut=1, Timeout(ms)=600000) ran for 600027 milliseconds before timing out.")
+            app.append("terminate called after throwing an instance of 'c10::DistBackendError'")
+        c.add(f"logs/{h}/stdout", app)
+        c.add(f"logs/{h}/syslog", kernel_file(c, h, "rfc3164", ev, 12))
+    return c
+
+
 def main(argv: list[str]) -> int:
     names = argv or list(CASES)
     for n in names:
