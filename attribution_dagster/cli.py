@@ -165,6 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             results = run_cases(root, url, settings=settings, instance_dir=args.instance)
         except ConfigError as e:
             return _fail(str(e))
+    results.sort(key=lambda r: (r.cluster or "", r.job_id))
     print(table(["job", "status", "category", "suspect nodes", "cause began (UTC)"],
                 summary_rows(results)))
     counts: dict[str, int] = {}

@@ -151,7 +151,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
     lines.extend(fmt.format(*row) for row in rows)
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def chain_markdown(result: AttributionResult, *, max_links: int = 40) -> str:
