@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
         "write all results to SQLite (or --db URL). Goes through the Dagster assets in-process "
         "unless --direct.",
     )
-    r.add_argument("cases", type=Path, nargs="?", default=Path("samples"), metavar="DIR")
+    r.add_argument("cases", type=Path, nargs="?", default=Path("samples"), metavar="DIR",
+                   help="directory of case directories (default: samples)")
     r.add_argument("--db", metavar="URL", help="SQLAlchemy URL or SQLite path "
                    "(default: .attribution/results.db)")
     r.add_argument("--direct", action="store_true",

@@ -86,7 +86,13 @@ def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
     out.append(head)
     status = _STATUS_MARK.get(result.status, result.status)
     conf = f"  confidence {result.confidence:.2f}" if result.confidence is not None else ""
-    out.append(f"  {status}: {result.category or '-'}{conf}")
+    if result.category:
+        out.append(f"  {status}: {result.category}{conf}")
+    elif result.candidates:
+        fits = dict.fromkeys(c.category for c in result.candidates)
+        out.append(f"  {status}: " + " or ".join(fits))
+    else:
+        out.append(f"  {status}")
     if result.summary:
         out.append(f"  {result.summary}")
     if result.status == "attributed":
