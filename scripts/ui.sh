@@ -15,4 +15,11 @@ if [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
   printf '# Local instance for `make ui` (SQLite under .dagster/). Production: dagster.yaml.example\ntelemetry:\n  enabled: false\n' \
     > "$DAGSTER_HOME/dagster.yaml"
 fi
-exec "$VENV_BIN/dagster" dev -h 127.0.0.1 -w workspace.yaml "$@"
+# `dagster dev` maps SIGTERM to whatever SIGINT does. A shell starts background jobs
+# (`make ui &`, nohup, CI steps) with SIGINT ignored, and that is inherited: SIGTERM would
+# then be ignored too and `kill` would leave the webserver, daemon and code servers running.
+# Restore the default SIGINT before exec'ing, so Ctrl-C and SIGTERM both shut it all down.
+exec "$VENV_BIN/python" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$VENV_BIN/dagster" dev -h 127.0.0.1 -w workspace.yaml "$@"
