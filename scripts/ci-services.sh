@@ -3,26 +3,44 @@
 #
 #   scripts/ci-services.sh start    # idempotent; prints the SQLAlchemy URL on stdout
 #   scripts/ci-services.sh url      # prints the URL (no start)
-#   scripts/ci-services.sh stop     # idempotent
+#   scripts/ci-services.sh stop     # idempotent; stops only this checkout's server
 #
 # Use in .ci/run:
 #   export ATTRIBUTION_TEST_PG_URL="$(scripts/ci-services.sh start)"
 #   trap 'scripts/ci-services.sh stop' EXIT
 #
-# Environment: PG_ROOT (default /tmp/attribution-pg-ci), PG_PORT (default 55432),
+# Each checkout gets its own server (data dir keyed by the checkout's path), so two clones
+# on one machine neither share a database nor stop each other's server. The port is PG_PORT
+# if set, else the first free one from 55432; it is kept in $PG_ROOT/port for `url`.
+#
+# Environment: PG_ROOT (default /tmp/attribution-pg-ci-<checkout hash>), PG_PORT,
 # PG_DB (default attrib_test). Logs go to $PG_ROOT/postgres.log; messages to stderr.
 set -euo pipefail
-PG_ROOT=${PG_ROOT:-/tmp/attribution-pg-ci}
-PG_PORT=${PG_PORT:-55432}
+REPO=$(cd "$(dirname "$0")/.." && pwd -P)
+PG_ROOT=${PG_ROOT:-/tmp/attribution-pg-ci-$(printf '%s' "$REPO" | cksum | cut -d' ' -f1)}
 PG_DB=${PG_DB:-attrib_test}
 BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
-URL="postgresql+psycopg://postgres@127.0.0.1:${PG_PORT}/${PG_DB}"
 
 as_pg() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
 running() { [ -f "$PG_ROOT/data/postmaster.pid" ] && as_pg "$BIN/pg_ctl" -D "$PG_ROOT/data" status >/dev/null 2>&1; }
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+saved_port() { cat "$PG_ROOT/port" 2>/dev/null || echo "${PG_PORT:-55432}"; }
+
+pick_port() {
+  if [ -n "${PG_PORT:-}" ]; then echo "$PG_PORT"; return; fi
+  local p
+  for p in $(seq 55432 55531); do
+    port_busy "$p" || { echo "$p"; return; }
+  done
+  echo "ci-services: no free port in 55432-55531 (set PG_PORT)" >&2; exit 1
+}
+
+url() { echo "postgresql+psycopg://postgres@127.0.0.1:$(saved_port)/${PG_DB}"; }
 
 start() {
   if [ ! -x "$BIN/initdb" ]; then
@@ -36,28 +54,33 @@ start() {
       as_pg "$BIN/initdb" -D "$PG_ROOT/data" --auth=trust --username=postgres -E UTF8 \
         --no-locale -N >"$PG_ROOT/initdb.log" 2>&1 || { cat "$PG_ROOT/initdb.log" >&2; exit 1; }
     fi
+    local port; port=$(pick_port)
+    [ "$port" = 55432 ] || echo "ci-services: port 55432 is taken, using $port" >&2
+    echo "$port" >"$PG_ROOT/port"
     rm -f "$PG_ROOT/data/postmaster.pid"  # stale after a crash; pg_ctl status said stopped
     as_pg "$BIN/pg_ctl" -D "$PG_ROOT/data" -l "$PG_ROOT/postgres.log" -w -t 30 start \
-      -o "-c listen_addresses=127.0.0.1 -c port=$PG_PORT -c unix_socket_directories=$PG_ROOT -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+      -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$PG_ROOT -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
       </dev/null >/dev/null 2>&1 || { tail -20 "$PG_ROOT/postgres.log" >&2; exit 1; }
+    echo "ci-services: postgres started on 127.0.0.1:$port ($PG_ROOT)" >&2
   fi
-  if ! as_pg "$BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc \
+  local port; port=$(saved_port)
+  if ! as_pg "$BIN/psql" -h 127.0.0.1 -p "$port" -U postgres -tAc \
       "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'" postgres | grep -q 1; then
-    as_pg "$BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U postgres "$PG_DB"
+    as_pg "$BIN/createdb" -h 127.0.0.1 -p "$port" -U postgres "$PG_DB"
   fi
-  echo "$URL"
+  url
 }
 
 stop() {
   if running; then
     as_pg "$BIN/pg_ctl" -D "$PG_ROOT/data" -m fast -w stop >/dev/null
+    echo "ci-services: postgres stopped ($PG_ROOT)" >&2
   fi
-  echo "ci-services: postgres stopped" >&2
 }
 
 case "${1:-start}" in
   start) start ;;
   stop) stop ;;
-  url) echo "$URL" ;;
+  url) url ;;
   *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
 esac
