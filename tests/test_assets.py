@@ -120,6 +120,11 @@ def test_one_partition_materializes_all_four_assets(instance, setup):
     )
     assert meta["evidence items"] >= 1
     assert meta["partial data"] is False
+    # shown inline in the UI, unlike Markdown over 1,000 characters
+    key_rows = [r.data for r in meta["root cause, then first symptoms"].records]
+    assert key_rows[0]["role"] == "root_cause" and key_rows[0]["node"] == "node-b"
+    assert key_rows[0]["evidence"] == "logs/node-b/kern.log:1"
+    assert 1 <= len(key_rows) <= 8
     ctx_meta = latest_metadata(instance, "execution_context", "c1.100")
     assert ctx_meta["job_id"] == "100" and ctx_meta["nodes"] == 3
     ev_meta = latest_metadata(instance, "raw_evidence", "c1.100")

@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from dagster import MetadataValue
+from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
 from attribution_dagster.models import (
     AttributionResult,
@@ -17,6 +17,17 @@ from attribution_dagster.models import (
 )
 
 MAX_ROWS = 50
+KEY_LINKS = 8  # the inline table: every root cause, then the earliest symptoms
+
+_KEY_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("time", "string"),
+        TableColumn("node", "string"),
+        TableColumn("role", "string"),
+        TableColumn("summary", "string"),
+        TableColumn("evidence", "string"),
+    ]
+)
 
 
 def _cell(value: Any, limit: int = 160) -> str:
@@ -114,6 +125,31 @@ def observations_metadata(observations: list[Observation]) -> dict[str, Any]:
     }
 
 
+def key_links_table(result: AttributionResult) -> Any:
+    """Root causes, then the earliest symptoms (UTC), as a table the UI shows inline: Markdown
+    over 1,000 characters hides behind a link, so the full chain is a second entry."""
+    chain = result.symptom_chain
+    causes = [i for i, link in enumerate(chain) if link.role == "root_cause"][:KEY_LINKS]
+    rest = [i for i, link in enumerate(chain) if link.role != "root_cause"]
+    keep = causes + rest[: max(KEY_LINKS - len(causes), 0)]  # causes first, each part in time order
+    records = []
+    for i in keep:
+        link = chain[i]
+        when = link.time.strftime("%Y-%m-%d %H:%M:%S") if link.time is not None else "?"
+        records.append(
+            TableRecord(
+                {
+                    "time": (">" + when) if link.time_quality == "inherited" else when,
+                    "node": link.node,
+                    "role": link.role,
+                    "summary": _cell(link.summary, 120),
+                    "evidence": link.evidence.locator,
+                }
+            )
+        )
+    return MetadataValue.table(records=records, schema=_KEY_SCHEMA)
+
+
 def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
     chain = result.symptom_chain
     rows = [
@@ -134,6 +170,7 @@ def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
         "category": result.category or "—",
         "suspect nodes": ", ".join(result.suspect_nodes) or "none",
         "summary": result.summary or "",
+        "root cause, then first symptoms": key_links_table(result),
         "symptom chain": MetadataValue.md(
             md_table(
                 ["time", "node", "kind", "role", "count", "summary", "evidence"],
