@@ -159,17 +159,8 @@ def run_cases_report(
         }
     )
     if settings is not None:
-        config = config.model_copy(
-            update={
-                "analysis": AnalysisConfig(
-                    lead_seconds=settings.lead_seconds,
-                    lag_seconds=settings.lag_seconds,
-                    skew_seconds=settings.skew_seconds,
-                    max_line_bytes=settings.max_line_bytes,
-                    workers=settings.workers,
-                )
-            }
-        )
+        analysis = AnalysisConfig.model_validate(settings.model_dump())
+        config = config.model_copy(update={"analysis": analysis})
     cases, report.skipped = discover_cases(Path(case_root))
     for case_dir, reason in report.skipped.items():
         log.warning("skipped case %s: %s", case_dir, reason)
