@@ -374,6 +374,23 @@ def test_metrics_parsed_filtered_and_reported(tmp_path: Path) -> None:
     assert cov.status == "partial"
 
 
+def test_metrics_node_is_the_first_label_naming_a_job_node(tmp_path: Path) -> None:
+    """In Kubernetes dcgm-exporter's Hostname is the exporter pod and instance an IP: the
+    `node` label names the node. An FQDN:port instance still matches the short node name."""
+    write(
+        tmp_path / "metrics/dcgm.prom",
+        b'DCGM_FI_DEV_XID_ERRORS{Hostname="dcgm-exporter-b9152",instance="10.64.3.7:9400",'
+        b'node="node-c",gpu="5"} 79 1793613791000\n'
+        b'node_infiniband_state_id{instance="node-b.ib.cluster:9100",device="mlx5_2",port="1"}'
+        b" 1 1793613792000\n",
+    )
+    samples, cov = LocalFilesClient().fetch_metrics(
+        tmp_path, ctx(["node-a", "node-b", "node-c"]), WINDOW
+    )
+    assert [s.node for s in samples] == ["node-c", "node-b"]
+    assert cov is not None and cov.nodes_missing == ["node-a"]
+
+
 def test_no_metrics_dir_gives_none(tmp_path: Path) -> None:
     assert LocalFilesClient().fetch_metrics(tmp_path, ctx(["node-a"]), WINDOW) == ([], None)
 

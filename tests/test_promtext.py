@@ -11,6 +11,7 @@ from attribution_dagster.connectors.promtext import (
     parse_line,
     parse_text,
     sample_node,
+    sample_nodes,
 )
 
 
@@ -103,3 +104,10 @@ def test_parse_text_skips_comments_and_counts_malformed() -> None:
 )
 def test_sample_node(labels: dict[str, str], node: str | None) -> None:
     assert sample_node(labels) == node
+
+
+def test_sample_nodes_lists_every_node_label_in_preference_order() -> None:
+    labels = {"Hostname": "dcgm-exporter-x7", "instance": "10.0.0.7:9400", "node": "gpu-7"}
+    assert sample_nodes(labels) == ["dcgm-exporter-x7", "10.0.0.7", "gpu-7"]
+    assert sample_nodes({"instance": "gpu-7:9100", "node": "gpu-7"}) == ["gpu-7"]
+    assert sample_nodes({"gpu": "0"}) == []

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
-from attribution_dagster.connectors.promtext import PromFile, iter_samples, sample_node
+from attribution_dagster.connectors.promtext import PromFile, iter_samples, sample_nodes
 from attribution_dagster.connectors.scan import DEFAULT_BLOCK, FileScan, FileScanner, ScanSpec
 from attribution_dagster.models import (
     Anchor,
@@ -244,13 +244,14 @@ class LocalFilesClient:
                         if s.timestamp_ms is None:
                             no_ts += 1
                             continue
-                        raw_node = sample_node(s.labels)
-                        if raw_node is None:
-                            continue
-                        if raw_node not in label_nodes:
-                            hit = match_nodes([raw_node], ctx.nodes)
-                            label_nodes[raw_node] = next(iter(hit), None)
-                        node = label_nodes[raw_node]
+                        node = None
+                        for raw_node in sample_nodes(s.labels):
+                            if raw_node not in label_nodes:
+                                hit = match_nodes([raw_node], ctx.nodes)
+                                label_nodes[raw_node] = next(iter(hit), None)
+                            node = label_nodes[raw_node]
+                            if node is not None:
+                                break
                         if node is None or not math.isfinite(s.value):
                             continue
                         seen_nodes.add(node)

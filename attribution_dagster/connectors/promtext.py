@@ -147,15 +147,33 @@ def parse_text(text: str) -> PromFile:
     return result
 
 
-def sample_node(labels: dict[str, str]) -> str | None:
-    """The node a sample belongs to: label `Hostname`, `instance` (port stripped) or `node`."""
-    for key in ("Hostname", "hostname", "instance", "node"):
+NODE_LABELS = ("Hostname", "hostname", "instance", "node", "kubernetes_node", "nodename")
+
+
+def _label_host(key: str, value: str) -> str:
+    if key == "instance":
+        if value.startswith("["):  # [v6addr]:port
+            return value[1 : value.find("]")] if "]" in value else value
+        if value.count(":") == 1:
+            return value.split(":", 1)[0]
+    return value
+
+
+def sample_nodes(labels: dict[str, str]) -> list[str]:
+    """Every host a sample's labels may name, in order of preference: `Hostname`, `instance`
+    (port stripped), `node`, ... In Kubernetes dcgm-exporter's `Hostname` is the exporter
+    pod's name and `instance` often an IP, so the caller takes the first that is a job node."""
+    out: list[str] = []
+    for key in NODE_LABELS:
         value = labels.get(key)
         if value:
-            if key == "instance":
-                if value.startswith("["):  # [v6addr]:port
-                    return value[1 : value.find("]")] if "]" in value else value
-                if value.count(":") == 1:
-                    value = value.split(":", 1)[0]
-            return value
-    return None
+            host = _label_host(key, value)
+            if host not in out:
+                out.append(host)
+    return out
+
+
+def sample_node(labels: dict[str, str]) -> str | None:
+    """The preferred node label of a sample: `Hostname`, `instance` (port stripped), `node`."""
+    names = sample_nodes(labels)
+    return names[0] if names else None

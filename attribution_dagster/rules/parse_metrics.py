@@ -7,7 +7,10 @@ Counters and gauges say nothing line by line; what matters is when they change. 
   value changes to a nonzero value (a nonzero first sample counts).
 - `increase`: a counter; emit when it rises (attrs.delta). The first sample only sets a base.
 - `positive`: emit on the first sample > 0 and on every rise after it.
-- `state`: emit `kind` when the value leaves `normal`, `recover_kind` when it returns.
+- `state`: emit `kind` when the value leaves `normal`, `recover_kind` when it returns. A series
+  that starts abnormal is reported (the port was down when watching began), unless it stays
+  abnormal in every one of `steady_abnormal_after` or more samples: a port that is down the
+  whole time (unused, disabled) never changed while the job ran.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from attribution_dagster.connectors.promtext import sample_nodes
 from attribution_dagster.models import ExecutionContext, MetricSample, Observation, short_host
 
 
@@ -40,6 +44,9 @@ class MetricSpec(BaseModel):
     names: list[str] = Field(min_length=1)
     mode: Literal["last_value", "increase", "positive", "state"]
     normal: float | None = None  # for mode state
+    # mode state: a series abnormal in every one of at least this many samples never changed
+    # state while it was watched (an unused or disabled port): no observation
+    steady_abnormal_after: int | None = Field(default=None, ge=2)
     recover_kind: str | None = None
     code_from_value: bool = False
     port_from_labels: bool = False  # port = `device/port` labels (node_exporter IB series)
@@ -49,18 +56,19 @@ class MetricSpec(BaseModel):
 
 
 def _node(sample: MetricSample, ctx: ExecutionContext | None) -> str:
-    for key in ("Hostname", "hostname", "instance", "node", "kubernetes_node"):
-        val = sample.labels.get(key)
-        if val:
-            host = val.rsplit(":", 1)[0] if key == "instance" and ":" in val else val
-            if ctx is None or host in ctx.nodes:
-                return host
-            short = short_host(host)
-            for n in ctx.nodes:
-                if short_host(n) == short:
-                    return n
+    """The job node a sample's labels name (the first of Hostname / instance / node ... that
+    is one, exactly or by short name); else the connector's node."""
+    names = sample_nodes(sample.labels)
+    if ctx is None:
+        return names[0] if names else sample.node
+    for host in names:
+        if host in ctx.nodes:
             return host
-    return sample.node
+        short = short_host(host)
+        for n in ctx.nodes:
+            if short_host(n) == short:
+                return n
+    return sample.node or (names[0] if names else "")
 
 
 def normalize_pci(raw: str | None, short: bool = True) -> str | None:
@@ -130,6 +138,13 @@ class MetricNormalizer:
         self, spec: MetricSpec, items: list[MetricSample], ctx: ExecutionContext | None
     ) -> list[Observation]:
         out: list[Observation] = []
+        if (
+            spec.mode == "state"
+            and spec.steady_abnormal_after is not None
+            and len(items) >= spec.steady_abnormal_after
+            and all(s.value != spec.normal for s in items)
+        ):
+            return out
         prev: float | None = None
         for s in items:
             v = s.value
