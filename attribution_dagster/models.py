@@ -254,6 +254,8 @@ OBSERVATION_KINDS: dict[str, str] = {
     "nfs_error": "NFS server not responding",
     "io_error": "block / filesystem I/O error, read-only remount, NVMe timeout",
     "disk_full": "No space left on device",
+    "storage_recovered": "a storage outage cleared: NFS server OK, Lustre connection restored "
+    "(attrs.fs: nfs, lustre)",
     # scheduler / orchestrator
     "slurm_cancelled": "slurmstepd CANCELLED line (attrs.reason: time_limit, node_failure, "
     "preemption, requeue, none)",

@@ -695,3 +695,47 @@ def test_summary_template_falls_back_through_alternatives() -> None:
 def test_kubernetes_evictions(attrs: dict[str, str], category: str, suspects: list[str]) -> None:
     r = run(ctx(), [ob("k8s_evicted", "node-b", 300, attrs=attrs), *timeouts(310)])
     assert (r.status, r.category, r.suspect_nodes) == ("attributed", category, suspects)
+
+
+# --- held-out batch 8: storage blips that cleared, causes after a cancel --------------------
+
+
+def test_storage_outage_that_cleared_long_before_the_failure_is_a_blip() -> None:
+    nfs = [ob("nfs_error", n, 60, attrs={"server": "nas1"}) for n in ("node-a", "node-b")]
+    ok = [ob("storage_recovered", n, 90, attrs={"fs": "nfs"}) for n in ("node-a", "node-b")]
+    app = ob("traceback", "node-b", 3000, attrs={"exc_type": "KeyError", "family": "app"})
+    exits = [ob("nccl_remote_error", "node-a", 3005)]
+    r = run(ctx(nodes=["node-a", "node-b"]), [*nfs, *ok, app, *exits])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "app.error", ["node-b"])
+    assert any("transient blip" in n for n in r.notes)
+
+
+def test_storage_outage_still_counts_when_it_cleared_only_at_the_failure() -> None:
+    nfs = [ob("nfs_error", n, 60) for n in ("node-a", "node-b")]
+    ok = [ob("storage_recovered", n, 2990, attrs={"fs": "nfs"}) for n in ("node-a", "node-b")]
+    r = run(ctx(nodes=["node-a", "node-b"]), [*nfs, *ok, *timeouts(3000, ["node-a", "node-b"])])
+    assert (r.status, r.category) == ("attributed", "storage")
+
+
+def test_a_recovery_of_another_filesystem_does_not_clear_the_outage() -> None:
+    lustre = [ob("lustre_error", n, 60, attrs={"rc": -107}) for n in ("node-a", "node-b")]
+    ok = [ob("storage_recovered", n, 90, attrs={"fs": "nfs"}) for n in ("node-a", "node-b")]
+    r = run(ctx(nodes=["node-a", "node-b"]), [*lustre, *ok, *timeouts(900, ["node-a", "node-b"])])
+    assert (r.status, r.category) == ("attributed", "storage")
+    assert not any("transient blip" in n for n in r.notes)
+
+
+def test_a_fault_logged_after_a_user_cancel_is_teardown() -> None:
+    cancel = ob("slurm_cancelled", "node-a", 600, attrs={"reason": "none"})
+    seg = ob("segfault", "node-c", 603, attrs={"library": "libnccl.so.2"})
+    after = [ob("nccl_remote_error", "node-b", 601)]
+    r = run(ctx(JobState.CANCELLED), [cancel, *after, seg])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "scheduler.cancelled", [])
+    assert any("teardown" in n for n in r.notes)
+
+
+def test_a_fault_well_before_a_user_cancel_still_outranks_it() -> None:
+    xid = ob("xid", "node-c", 60, code=79)
+    cancel = ob("slurm_cancelled", "node-a", 1500, attrs={"reason": "none"})
+    r = run(ctx(JobState.CANCELLED), [xid, *timeouts(700), cancel])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "gpu.lost", ["node-c"])

@@ -169,6 +169,8 @@ def _rule(data: dict, rid: str) -> dict:
         ("cuda.oom", lambda r: r.update(explains=["gpu.wat"]), "explains"),
         ("cuda.oom", lambda r: r.update(summary="OOM {nonsense}"), "summary"),
         ("nccl.warn", lambda r: r.update(category="app.error"), "category"),
+        ("nccl.warn", lambda r: r.update(terminal=True), "terminal"),
+        ("nfs.not_responding", lambda r: r.update(recovered_by={"kind": "nfs_ok"}), "recovered_by"),
     ],
 )
 def test_bad_rule_names_rule_and_field(tmp_path: Path, rid: str, mutation, field: str) -> None:  # type: ignore[no-untyped-def]

@@ -162,6 +162,7 @@ class Cand:
     score: float = 0.0
     absorbed: list[Cand] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    demoted: str | None = None  # why: cleared before the failure, teardown after a cancel
 
     @property
     def rule(self) -> Rule:
@@ -247,6 +248,8 @@ class RuleEngine:
                     "shared": r.shared.model_dump() if r.shared else None,
                     "explains": r.explains if r.role == "cause" else [],
                     "yields_to": r.yields_to,
+                    "recovered_by": list(r.recovered_by.kinds) if r.recovered_by else [],
+                    "terminal": r.terminal,
                     "summary": r.summary,
                     "remediation": r.remediation,
                     "example": r.example.model_dump(exclude_defaults=True, mode="json"),
@@ -300,8 +303,16 @@ class RuleEngine:
             return self._not_failed(ctx, causes, symptoms, coverage, notes, base)
 
         cands = self._candidates(ctx, causes, settings)
+        recovery_kinds = {k for r in self.rules if r.recovered_by for k in r.recovered_by.kinds}
+        recoveries = [
+            o
+            for o in kept
+            if o.kind in recovery_kinds and o.time is not None and o.time_quality != "unknown"
+        ]
         for c in cands:
             self._score(c, symptoms, settings)
+            self._recovered(c, symptoms, recoveries, settings)
+        self._after_end(cands, settings)
         roots = self._absorb(cands, settings)
         self._earliest_bonus(roots, settings)
         roots.sort(key=lambda c: -c.score)
@@ -554,6 +565,72 @@ class RuleEngine:
                 score += tn.precede_bonus
         c.score = round(score, 2)
 
+    def _recovered(
+        self,
+        c: Cand,
+        symptoms: list[Item],
+        recoveries: list[Observation],
+        settings: AnalysisSettings,
+    ) -> None:
+        """A storage outage that cleared (`nfs: server X OK`, Lustre `Connection restored`) on
+        every node it hit, well before the failure onset, was a transient blip: the job kept
+        running through it. Demote it so it neither wins nor explains the real cause."""
+        if not c.items or any(i.rule.recovered_by is None or i.t is None for i in c.items):
+            return
+        home = set(c.affected)
+        onset = [
+            s.t
+            for s in symptoms
+            if s.rule.onset and s.t is not None and self._explained_by(c.rule, s, home)
+        ]
+        if not onset:
+            return
+        deadline = min(onset)  # type: ignore[type-var]
+        grace = self.tuning.recovery_grace_seconds + settings.skew_seconds
+        last_clear: datetime | None = None
+        for it in c.items:
+            rb = it.rule.recovered_by
+            assert rb is not None and it.t is not None
+            clears = [
+                t
+                for o in recoveries
+                if o.node == it.obs.node
+                and rb.test(o)
+                and (t := _utc(o.time)) is not None
+                and t >= it.t
+                and _secs(deadline, t) >= grace
+            ]
+            if not clears:
+                return
+            first = min(clears)
+            last_clear = first if last_clear is None or first > last_clear else last_clear
+        assert last_clear is not None
+        c.score = round(c.score - self.tuning.late_penalty, 2)
+        c.demoted = (
+            f"cleared by {_hms(last_clear)}, {_secs(deadline, last_clear):.0f} s before the "
+            f"failure onset ({_hms(deadline)}): a transient blip, not the cause"
+        )
+        c.notes.append(f"{c.summary} {c.demoted}")
+
+    def _after_end(self, cands: list[Cand], settings: AnalysisSettings) -> None:
+        """A terminal cause (the job was cancelled) ends the job: a cause logged at or after it
+        (within clock skew) is teardown, e.g. a segfault while the ranks are being killed."""
+        # only an exact time: an inherited one is a lower bound, the cancel may be much later
+        ends = [i.t for c in cands for i in c.items if i.rule.terminal and i.exact]
+        if not ends:
+            return
+        end = min(ends)  # type: ignore[type-var]
+        for c in cands:
+            if c.t is None or c.rule.late_ok or any(i.rule.terminal for i in c.items):
+                continue
+            if _secs(c.t, end) >= -settings.skew_seconds:
+                c.score = round(c.score - self.tuning.late_penalty, 2)
+                c.demoted = (
+                    f"came at {_hms(c.t)}, with or after the cancel at {_hms(end)}: "
+                    "teardown, not the cause"
+                )
+                c.notes.append(f"{c.summary} {c.demoted}")
+
     def _relates(self, a: Cand, b: Cand) -> bool:
         """Does candidate `a` explain candidate `b` (ignoring time)?"""
         a_nodes, b_nodes = set(a.affected), set(b.affected)
@@ -580,7 +657,7 @@ class RuleEngine:
         alive = list(cands)
         for b in sorted(cands, key=lambda c: c.score):
             for a in sorted(alive, key=lambda c: -c.score):
-                if a is b or b not in alive:
+                if a is b or b not in alive or a.demoted:
                     continue
                 if not self._relates(a, b) or a.t is None:
                     continue
@@ -763,6 +840,7 @@ class RuleEngine:
                 others.extend(_all_items(c))
                 notes.append(
                     f"also seen, ranked lower ({c.category}, score {c.score:.0f}): {c.summary}"
+                    + (f"; {c.demoted}" if c.demoted else "")
                 )
         links, evidence = self._chain(top.items, others + symptoms)
         runner = max((c.score for c in roots if c is not top), default=0.0)
@@ -917,6 +995,13 @@ def render_markdown(engine: RuleEngine) -> str:
             lines.append(f"- explains: {', '.join(d['explains'])}")
         if d["yields_to"]:
             lines.append(f"- yields to an earlier: {', '.join(d['yields_to'])}")
+        if d["recovered_by"]:
+            lines.append(
+                f"- cleared by: {', '.join(d['recovered_by'])} on the same node, well before "
+                "the failure (then demoted)"
+            )
+        if d["terminal"]:
+            lines.append("- terminal: causes at or after it (within clock skew) are teardown")
         if d["remediation"]:
             lines.append(f"- remediation: {d['remediation']}")
         ex = d["example"]

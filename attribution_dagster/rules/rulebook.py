@@ -270,6 +270,16 @@ class Rule(BaseModel):
     onset: bool = Field(default=True, description="symptom marks the failure onset (timing)")
     explains: list[str] = Field(default_factory=lambda: [SYMPTOMS_TOKEN])
     yields_to: list[str] = Field(default_factory=list)
+    recovered_by: Match | None = Field(
+        default=None,
+        description="an observation on the same node, after the cause and well before the "
+        "failure, that says the fault cleared (NFS server OK): the cause was a transient blip",
+    )
+    terminal: bool = Field(
+        default=False,
+        description="the job ended here (a cancel): causes logged at or after it, within clock "
+        "skew, are teardown",
+    )
     shared: Shared | None = None
     repeat: Repeat | None = None
     summary: str = Field(min_length=1)
@@ -317,6 +327,8 @@ class Rule(BaseModel):
         for name in self.node_from:
             if not name.startswith("attrs."):
                 raise ValueError(f"node_from: {name!r} must be attrs.<name>")
+        if (self.recovered_by is not None or self.terminal) and self.role != "cause":
+            raise ValueError("recovered_by / terminal: only for causes")
         return self
 
     def applies(self, gpu_model: str | None, state: JobState | None) -> bool:
@@ -341,6 +353,9 @@ class EngineTuning(BaseModel):
     unknown_time_penalty: float = 15
     corroboration_cap: float = 8
     metric_tolerance_seconds: float = Field(default=30, ge=0)
+    recovery_grace_seconds: float = Field(
+        default=120, ge=0, description="a fault that cleared this long before the failure onset"
+    )
     max_chain_links: int = Field(default=40, ge=5)
 
 
