@@ -66,11 +66,11 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from attribution_dagster.connectors.timestamps import load_zone
 from attribution_dagster.models import (
     OBSERVATION_KINDS,
     Anchor,
@@ -150,13 +150,7 @@ def _inline_time(value: Any, ctx: ExecutionContext | None) -> datetime | None:
     except ValueError:
         return None
     if t.tzinfo is None:
-        zone: Any = timezone.utc
-        if ctx is not None and ctx.log_timezone.upper() != "UTC":
-            try:
-                zone = ZoneInfo(ctx.log_timezone)
-            except (ZoneInfoNotFoundError, ValueError):
-                zone = timezone.utc
-        t = t.replace(tzinfo=zone)
+        t = t.replace(tzinfo=load_zone(ctx.log_timezone) if ctx is not None else timezone.utc)
     return t.astimezone(timezone.utc)
 
 
