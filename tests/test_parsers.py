@@ -379,6 +379,20 @@ def test_slurm_cancel_time_written_in_the_line_replaces_an_inherited_time() -> N
         ("RuntimeError", "NCCL communicator was aborted on rank 3", "nccl"),
         ("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB", "cuda_oom"),
         ("RuntimeError", "CUDA error: device-side assert triggered", "cuda"),
+        ("cupy_backends.cuda.api.runtime.CUDARuntimeError", "cudaErrorNoDevice", "cuda"),
+        (
+            "RuntimeError",
+            "CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle)`",
+            "cuda",
+        ),
+        # a CUDA device named in an application bug is not a CUDA error
+        (
+            "RuntimeError",
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            "cuda:2 and cpu! (when checking argument for argument mat2 in method wrapper_CUDA_mm)",
+            "app",
+        ),
+        ("AssertionError", "Torch not compiled with CUDA enabled", "app"),
         ("OSError", "[Errno 28] No space left on device", "io"),
         ("OSError", "[Errno 2] No such file or directory", "app"),
         ("IOError", "[Errno 5] Input/output error", "io"),

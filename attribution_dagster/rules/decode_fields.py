@@ -258,7 +258,15 @@ _IO_ERRNO = re.compile(
     # torch.save on a full / failing filesystem often says only this (no errno text)
     r"|PytorchStreamWriter failed writing file|unexpected pos \d+ vs \d+"
 )
-_CUDA_TEXT = re.compile(r"CUDA|cuda|cuBLAS|CUBLAS|cuDNN|CUDNN|AcceleratorError")
+# A CUDA *error* (driver/runtime/library status), not a mere mention of a CUDA device: a
+# device-mismatch bug ("found at least two devices, cuda:2 and cpu! ... wrapper_CUDA_mm") or
+# "Torch not compiled with CUDA enabled" is the application's own error.
+_CUDA_TEXT = re.compile(
+    r"CUDA (?:driver |runtime )?error|cuda runtime error|CUDA_ERROR_|cudaError|Cuda failure"
+    r"|cuBLAS error|CUBLAS_STATUS_|cuDNN error|CUDNN_STATUS_|AcceleratorError|CUDA kernel errors"
+    r"|CUDA-capable device|CUDA call failed"
+)
+_CUDA_EXC = re.compile(r"cuda", re.IGNORECASE)  # CUDARuntimeError, CudaAPIError, ...
 _OOM_TEXT = re.compile(
     r"CUDA out of memory|CUDA error: out of memory|CUDA driver error: out of memory"
     r"|cuda runtime error \(2\) : out of memory|OutOfMemoryError"
@@ -278,7 +286,7 @@ def classify_exception(exc_type: str, message: str) -> str:
         return "cuda_oom"
     if short.startswith("nccl") or _NCCL_TEXT.search(both):
         return "nccl"
-    if _CUDA_TEXT.search(both):
+    if _CUDA_TEXT.search(both) or _CUDA_EXC.search(short):
         return "cuda"
     if short in ("OSError", "IOError", "FileNotFoundError", "PermissionError", "BlockingIOError"):
         if _IO_ERRNO.search(message):
