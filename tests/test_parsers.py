@@ -283,6 +283,50 @@ def test_nccl_host_prefix_outside_job_keeps_record_node() -> None:
     assert o.attrs["host"] == "gpu-201"
 
 
+def test_nccl_origin_prefix_moves_every_observation_of_the_line() -> None:
+    """The ECC observation of an NCCL WARN line goes where the line was emitted, with its GPU;
+    a host outside the job, or no NCCL prefix, leaves the record's node."""
+    ecc_text = "Cuda failure 'uncorrectable ECC error encountered'"
+    line = f"node-b:2211409:2213001 [5] include/alloc.h:193 NCCL WARN {ecc_text}"
+    obs = {o.kind: o for o in parse(line)}
+    assert {"gpu_ecc_uncorrectable", "nccl_warn"} <= set(obs)
+    ecc = obs["gpu_ecc_uncorrectable"]
+    assert (ecc.node, ecc.gpu, ecc.attrs["logged_on"]) == ("node-b", 5, "node-a")
+    stamped = f"2024-05-11 14:10:52.227 node-c:2657296:2658232 [0] NCCL WARN {ecc_text}"
+    assert one(stamped, "gpu_ecc_uncorrectable").node == "node-c"
+    foreign = f"gpu-201:9981:10021 [2] NCCL WARN {ecc_text}"
+    assert one(foreign, "gpu_ecc_uncorrectable").node == "node-a"
+    plain = one(
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered", "gpu_ecc_uncorrectable"
+    )
+    assert plain.node == "node-a" and plain.gpu is None
+
+
+def test_host_less_echo_of_a_host_named_line_follows_it() -> None:
+    """In an aggregated file, the rank's `Last error: Cuda failure '...'` repeats the NCCL WARN
+    that named node-b: same parser, same time, a few lines apart -> node-b. Far away, at another
+    time, or with two hosts named nearby, it stays on the file's node."""
+    t1 = T0 + timedelta(minutes=5)
+
+    def ecc_nodes(lines: list[tuple[int, datetime, str]]) -> list[str]:
+        raw = RawEvidence(
+            job_id="42",
+            records=[rec(text, t=t, loc=f"logs/node-a/slurm-42.out:{n}") for n, t, text in lines],
+        )
+        obs = CAT.normalize(raw, CTX)
+        return [o.node for o in obs if o.kind == "gpu_ecc_uncorrectable"]
+
+    ecc_text = "Cuda failure 'uncorrectable ECC error encountered'"
+    warn = f"node-b:2211409:2213001 [5] include/alloc.h:193 NCCL WARN {ecc_text}"
+    echo = f"[rank21]: {ecc_text}"
+    assert ecc_nodes([(4, T0, warn), (9, T0, echo)]) == ["node-b", "node-b"]
+    assert sorted(ecc_nodes([(4, T0, warn), (90, T0, echo)])) == ["node-a", "node-b"]
+    assert sorted(ecc_nodes([(4, T0, warn), (9, t1, echo)])) == ["node-a", "node-b"]
+    other = warn.replace("node-b:", "node-c:")
+    got = ecc_nodes([(4, T0, warn), (5, T0, other), (9, T0, echo)])
+    assert sorted(got) == ["node-a", "node-b", "node-c"]
+
+
 # --- launchers and host naming -------------------------------------------------------------------
 
 

@@ -13,7 +13,10 @@ nccl_system_error, not also nccl_warn). One line yields at most one observation 
 
 Node: the record's node, unless the parser's `node_from` group names a host in ctx.nodes
 (srun `error: node-b: task 1`, torchrun `host : node-b`, NCCL `node-b:pid:tid`): then that host,
-with attrs.logged_on = the record's node.
+with attrs.logged_on = the record's node. A line that starts with NCCL's `host:pid:tid [dev]`
+prefix moves every observation of it (not only the NCCL parsers') to that host and GPU, and in
+a file mixing several hosts, a host-less echo of a host-named line (same parser and time, a few
+lines apart) follows it.
 
 A traceback line such as `torch.OutOfMemoryError: CUDA out of memory` yields both a
 `traceback` (attrs.family cuda_oom) and a `cuda_oom`; rules should treat the pair as one event.
@@ -316,6 +319,14 @@ def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
 
 _SRUN_LABEL = re.compile(r"^\s{0,6}(\d{1,6}): ")
 
+# NCCL's debug prefix `host:pid:tid [cudaDev]` says which host (and CUDA device) emitted the
+# line, whatever the line then reports (`mlp-n03:2211409:2213001 [5] include/alloc.h:193 NCCL
+# WARN Cuda failure 'uncorrectable ECC error encountered'`). Up to ~120 characters of timestamp /
+# srun / ray prefixes may precede it.
+_NCCL_ORIGIN = re.compile(
+    r"^.{0,120}?(?<![\w.:-])(?P<host>[A-Za-z][\w.-]{0,63}):\d{1,10}:\d{1,10} \[(?P<dev>\d{1,3})\] "
+)
+
 
 def _task_ids(spec: str) -> set[int]:
     """srun task lists: `3`, `0-7`, `0,2-3`, `[0-7]` (at most 4096 ids)."""
@@ -382,6 +393,54 @@ def _relabel_srun_tasks(
             )
             for o in obs
         ]
+        out.append((rec, moved))
+    return out
+
+
+_ECHO_LINES = 40  # an echo follows (or precedes) the host-named line closely
+
+
+def _line_no(locator: str) -> int | None:
+    tail = locator.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _follow_echoes(
+    per_record: list[tuple[RawRecord, list[Observation]]], ctx: ExecutionContext | None
+) -> list[tuple[RawRecord, list[Observation]]]:
+    """In a file that mixes several hosts' output, a host-less line that repeats a host-named
+    line's event (same parser, same file, same known time, within a few lines) is that event's
+    echo: NCCL's `node-b:pid:tid [5] NCCL WARN Cuda failure 'uncorrectable ECC error encountered'`
+    followed by the rank's `DistBackendError ... Last error: Cuda failure 'uncorrectable ECC error
+    encountered'`. The echo moves to the named host (attrs.logged_on = the file's node) when
+    exactly one host was named nearby."""
+    if ctx is None:
+        return per_record
+    named: dict[tuple[str, str, Any], list[tuple[int, str]]] = {}
+    for rec, obs in per_record:
+        path, line = rec.locator.rsplit(":", 1)[0], _line_no(rec.locator)
+        for o in obs:
+            if (
+                line is not None
+                and o.time is not None
+                and o.attrs.get("logged_on") == rec.node
+                and o.node != rec.node
+                and o.node in ctx.nodes
+            ):
+                named.setdefault((path, o.parser, o.time), []).append((line, o.node))
+    if not named:
+        return per_record
+    out: list[tuple[RawRecord, list[Observation]]] = []
+    for rec, obs in per_record:
+        path, line = rec.locator.rsplit(":", 1)[0], _line_no(rec.locator)
+        moved = []
+        for o in obs:
+            near = named.get((path, o.parser, o.time)) if line is not None else None
+            hosts = {h for ln, h in near or [] if abs(ln - line) <= _ECHO_LINES}  # type: ignore[operator]
+            if len(hosts) == 1 and o.node == rec.node and "logged_on" not in o.attrs:
+                host = next(iter(hosts))
+                o = o.model_copy(update={"node": host, "attrs": {**o.attrs, "logged_on": rec.node}})
+            moved.append(o)
         out.append((rec, moved))
     return out
 
@@ -477,10 +536,16 @@ class ParserCatalog:
         except Exception:  # regex engine edge cases must not stop an analysis
             return []
         out: list[Observation] = []
+        origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
         for p, draft in matches:
             attrs = draft["attrs"]
             node = rec.node
             host = _resolve_host(draft.get("node_host"), ctx)
+            if host is None and origin is not None and not p.spec.node_from:
+                # a parser without its own host group: the line's NCCL origin names the node
+                host = _resolve_host(origin.group("host"), ctx)
+                if host is not None and draft["fields"].get("gpu") is None:
+                    draft["fields"]["gpu"] = int(origin.group("dev"))
             if host is not None and host != rec.node:
                 node = host
                 attrs["logged_on"] = rec.node
@@ -524,7 +589,7 @@ class ParserCatalog:
                 continue
             seen.add(key)
             per_record.append((rec, self.parse_record(rec, ctx)))
-        for _, obs in _relabel_srun_tasks(per_record, ctx):
+        for _, obs in _follow_echoes(_relabel_srun_tasks(per_record, ctx), ctx):
             out.extend(obs)
         out.extend(self.normalize_samples(raw.samples, ctx))
         out.sort(key=_sort_key)
