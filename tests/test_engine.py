@@ -739,3 +739,16 @@ def test_a_fault_well_before_a_user_cancel_still_outranks_it() -> None:
     cancel = ob("slurm_cancelled", "node-a", 1500, attrs={"reason": "none"})
     r = run(ctx(JobState.CANCELLED), [xid, *timeouts(700), cancel])
     assert (r.status, r.category, r.suspect_nodes) == ("attributed", "gpu.lost", ["node-c"])
+
+
+def test_lustre_eviction_on_every_node_is_shared_storage_and_named_so() -> None:
+    """LustreError 167-0 (client evicted, no rc) on every node within seconds: shared storage,
+    no suspect; the summary says evicted instead of an unknown rc."""
+    obs = [
+        ob("lustre_error", n, 600 + i, attrs={"event": "evicted", "target": "lfs1-OST001c"})
+        for i, n in enumerate(NODES)
+    ] + [ob("collective_timeout", n, 1200) for n in NODES]
+    res = ENGINE.attribute(ctx(), obs, LOGS)
+    assert (res.status, res.category, res.suspect_nodes) == ("attributed", "storage", [])
+    root = next(lk for lk in res.symptom_chain if lk.role == "root_cause")
+    assert "Lustre evicted on" in root.summary and "lfs1-OST001c" in root.summary
