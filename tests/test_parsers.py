@@ -722,6 +722,48 @@ def test_prefixed_torchrun_block_and_exception() -> None:
     )
 
 
+# --- FIELD-FACTS audit: lines whose facts were missing or misread -------------------------------
+
+
+def test_watchdog_flags_are_true_for_the_phrase_the_line_holds() -> None:
+    """`:bool` attrs are set by the phrase matching, not by the phrase spelling "true"."""
+    fd = one(
+        "42: [rank42]:[E224 19:02:08.100000000 ProcessGroupNCCL.cpp:2403] [PG ID 5 PG GUID 7563"
+        "(TENSOR_MODEL_PARALLEL_GROUP) Rank 0] failure detected by watchdog at work sequence id: 1",
+        "watchdog_failure",
+    )
+    assert fd.attrs["failure_detected"] is True
+    assert "thread_terminated" not in fd.attrs and "process_down" not in fd.attrs
+    down = one(
+        "[Rank 9] To avoid data inconsistency, we are taking the entire process down.",
+        "watchdog_failure",
+    )
+    assert down.attrs["process_down"] is True and "failure_detected" not in down.attrs
+
+
+def test_pre_4_19_kernel_killed_process_line_is_a_host_oom_kill() -> None:
+    o = one(
+        "Nov  2 10:03:11 node-b kernel: Killed process 19636 (python3) total-vm:1460016kB, "
+        "anon-rss:1414008kB, file-rss:4kB, shmem-rss:0kB",
+        "host_oom_kill",
+    )
+    assert (o.attrs["pid"], o.attrs["process"]) == (19636, "python3")
+    cg = "Memory cgroup out of memory: Killed process 3141 (python) total-vm:812340kB, anon-rss:1kB"
+    assert [x.kind for x in parse(cg)] == ["cgroup_oom"]
+    assert parse("INFO worker: Killed process 4242 (dataloader) after timeout") == []
+
+
+def test_scsi_offline_disk_and_thermal_shutdown() -> None:
+    io = one("kernel: sd 2:0:0:0: [sdc] rejecting I/O to offline device", "io_error")
+    assert (io.attrs["what"], io.attrs["device"]) == ("offline_device", "sdc")
+    hot = one(
+        "kernel: thermal thermal_zone0: critical temperature reached (105 C), shutting down",
+        "kernel_panic",
+    )
+    assert hot.attrs["what"] == "thermal_shutdown"
+    assert parse("CPU3: Core temperature above threshold, cpu clock throttled") == []
+
+
 METRIC_EXAMPLES = [
     pytest.param(m, i, ex, id=f"{m.id}-{i}")
     for m in CAT.metric_specs

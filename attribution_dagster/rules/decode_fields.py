@@ -466,6 +466,7 @@ _KERNEL_WHAT = [
     ("blocked for more than", "hung_task"),
     ("Machine check events logged", "mce"),
     ("[Hardware Error]", "mce"),
+    ("critical temperature reached", "thermal_shutdown"),
 ]
 
 
@@ -514,6 +515,7 @@ _IO_WHAT = {
     "d4": "remount_ro",
     "d5": "nvme_reset",
     "d6": "xfs_error",
+    "d7": "offline_device",
     "ro": "remount_ro",
     "eio": "eio",
     "esh": "transport_shutdown",
@@ -529,7 +531,8 @@ def decode_io_error(groups: dict[str, str | None], text: str, draft: Draft) -> b
         if val:
             draft["attrs"]["what"] = what
             if group.startswith("d"):
-                draft["attrs"]["device"] = val
+                # an offline SCSI disk: its block name (`[sdc]`) when given, else H:C:T:L
+                draft["attrs"]["device"] = (groups.get("d8") or val) if group == "d7" else val
             return True
     return False
 

@@ -174,7 +174,9 @@ def _convert(value: str | None, typ: str) -> Any:
         if typ == "lower":
             return value.strip().lower()
         if typ == "bool":
-            return value.strip().lower() in ("1", "true", "yes")
+            # a group that matched says "yes" (`(?P<fd>failure detected by watchdog)`), unless
+            # its text is itself a false word
+            return value.strip().lower() not in ("0", "false", "no", "off")
     except (ValueError, OverflowError):
         return None
     v = value.strip()
