@@ -65,6 +65,38 @@ def test_catalog_covers_every_category() -> None:
     assert covered == set(CATEGORIES)
 
 
+# Every XID of FIELD-FACTS section 1, as its own description reads: (role, category) on a
+# Blackwell job (the NVLink5 XIDs 144-150 exist only there). Hardware faults are causes;
+# IGNORE-resolution events and XID 154 are informational; 43 / 45 follow another error.
+_XID_ROLES: dict[int, tuple[str, str | None]] = {
+    **{c: ("cause", "gpu.memory") for c in (48, 64, 94, 95, 140, 157)},
+    **{c: ("cause", "gpu.nvlink") for c in (74, 136, *range(144, 151), 155, 166, 170)},
+    **{c: ("cause", "gpu.driver") for c in (8, 46, 62, 109, 119, 120, 143, 158, 169)},
+    **{c: ("cause", "gpu.lost") for c in (79, 167)},
+    **{c: ("cause", "app.error") for c in (13, 31, 32, 69)},
+    **{c: ("symptom", None) for c in (43, 45, 92, 121, 137, 154, 156, 162, 163, 164, 165, 168)},
+    63: ("noise", None),
+}
+
+
+def test_every_xid_in_the_table_has_its_field_facts_role() -> None:
+    from attribution_dagster.rules.decode_fields import XID_TABLE
+
+    assert set(_XID_ROLES) == set(XID_TABLE)
+    wrong = {}
+    for code, want in _XID_ROLES.items():
+        obs = Observation(
+            kind="xid", node="node-a", time=EVENT, code=code, attrs={"fatal": None},
+            excerpt=f"NVRM: Xid (PCI:0000:91:00): {code}, test", source="t", locator="t:1",
+            parser="t",
+        )  # fmt: skip
+        hit = ENGINE.classify(obs, "GB200", JobState.FAILED)
+        got = (hit.role, hit.category) if hit else None
+        if got != want:
+            wrong[code] = (got, want)
+    assert not wrong
+
+
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
 def test_rule_classifies_its_example(rule) -> None:  # type: ignore[no-untyped-def]
     obs = rule.example.observation("node-a", EVENT)
