@@ -690,6 +690,7 @@ def test_summary_template_falls_back_through_alternatives() -> None:
         ({"reason": "node_pressure", "resource": "memory"}, "node.host_oom", ["node-b"]),
         ({"reason": "taint"}, "node.down", ["node-b"]),
         ({"reason": "preempted"}, "scheduler.cancelled", []),
+        ({"reason": "pods_ready_timeout"}, "scheduler.cancelled", []),  # Kueue eviction
     ],
 )
 def test_kubernetes_evictions(attrs: dict[str, str], category: str, suspects: list[str]) -> None:

@@ -764,6 +764,33 @@ def test_scsi_offline_disk_and_thermal_shutdown() -> None:
     assert parse("CPU3: Core temperature above threshold, cpu clock throttled") == []
 
 
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (
+            "  Normal   Preempted  1m  kueue-admission  Preempted to accommodate a workload "
+            "(UID: 5c1a, JobUID: 77e0) due to prioritization in the ClusterQueue",
+            "preempted",
+        ),
+        (
+            '{"type":"Preempted","status":"True","reason":"InClusterQueue","message":"x"}',
+            "preempted",
+        ),
+        (
+            '{"type":"Evicted","status":"True","reason":"PodsReadyTimeout",'
+            '"message":"Exceeded the PodsReady timeout default/train-7b"}',
+            "pods_ready_timeout",
+        ),
+    ],
+)
+def test_kueue_workload_preemption_and_pods_ready_eviction(line: str, reason: str) -> None:
+    assert one(line, "k8s_evicted").attrs["reason"] == reason
+
+
+def test_kueue_queue_names_alone_are_not_evictions() -> None:
+    assert parse("workload default/train-7b admitted InClusterQueue gpu-cq") == []
+
+
 METRIC_EXAMPLES = [
     pytest.param(m, i, ex, id=f"{m.id}-{i}")
     for m in CAT.metric_specs

@@ -486,6 +486,13 @@ _DISRUPTION = {
     "EvictionByEvictionAPI": "eviction_api",
     "DeletionByPodGC": "pod_gc",
     "TerminationByKubelet": "kubelet",
+    # Kueue Workload condition reasons
+    "PodsReadyTimeout": "pods_ready_timeout",
+    "Exceeded the PodsReady timeout": "pods_ready_timeout",
+    "InClusterQueue": "preempted",
+    "InCohortReclamation": "preempted",
+    "InCohortReclaimWhileBorrowing": "preempted",
+    "InCohortFairSharing": "preempted",
 }
 
 
