@@ -541,13 +541,32 @@ def test_nvlink5_xids_apply_to_blackwell_or_unknown_models(model: str | None, fi
         assert any(lk.kind == "xid" and lk.role == "symptom" for lk in r.symptom_chain)
 
 
-def test_corrected_aer_and_xid63_are_dropped() -> None:
+def test_corrected_aer_and_a_lone_xid63_explain_nothing() -> None:
     obs = [
         ob("pcie_aer", "node-a", 300, attrs={"severity": "corrected"}),
         ob("xid", "node-a", 301, code=63),
     ]
     r = run(ctx(), obs)
-    assert r.symptom_chain == [] and r.status == "unattributed"
+    assert r.status == "unattributed"
+    assert all(lk.kind != "pcie_aer" for lk in r.symptom_chain)
+
+
+def test_xid63_is_a_fallback_cause_only() -> None:
+    """A row remap that succeeded is healthy noise next to any other cause; alone before the
+    symptoms it is the spec's gpu.memory example."""
+    remap = ob("xid", "node-b", 300, code=63, pci="0000:1b:00")
+    alone = run(ctx(), [remap, *timeouts(900)])
+    assert (alone.status, alone.category, alone.suspect_nodes) == (
+        "attributed",
+        "gpu.memory",
+        ["node-b"],
+    )
+    app_bug = ob("traceback", "node-a", 880, attrs={"family": "app", "exc_type": "KeyError"})
+    with_app = run(ctx(), [remap, app_bug, *timeouts(900)])
+    assert with_app.category != "gpu.memory"
+    assert all(c.category != "gpu.memory" for c in with_app.candidates)
+    timeout = run(ctx(state=JobState.TIMEOUT), [remap, *timeouts(900)])
+    assert timeout.category != "gpu.memory"
 
 
 def test_xid13_burst_on_one_gpc_raises_a_hardware_note() -> None:

@@ -250,6 +250,7 @@ class RuleEngine:
                     "yields_to": r.yields_to,
                     "recovered_by": list(r.recovered_by.kinds) if r.recovered_by else [],
                     "terminal": r.terminal,
+                    "fallback": r.fallback,
                     "summary": r.summary,
                     "remediation": r.remediation,
                     "example": r.example.model_dump(exclude_defaults=True, mode="json"),
@@ -303,6 +304,8 @@ class RuleEngine:
             return self._not_failed(ctx, causes, symptoms, coverage, notes, base)
 
         cands = self._candidates(ctx, causes, settings)
+        if any(not c.rule.fallback for c in cands):
+            cands = [c for c in cands if not c.rule.fallback]
         recovery_kinds = {k for r in self.rules if r.recovered_by for k in r.recovered_by.kinds}
         recoveries = [
             o
@@ -1002,6 +1005,8 @@ def render_markdown(engine: RuleEngine) -> str:
             )
         if d["terminal"]:
             lines.append("- terminal: causes at or after it (within clock skew) are teardown")
+        if d["fallback"]:
+            lines.append("- fallback: a cause only when no other cause fits")
         if d["remediation"]:
             lines.append(f"- remediation: {d['remediation']}")
         ex = d["example"]

@@ -280,6 +280,11 @@ class Rule(BaseModel):
         description="the job ended here (a cancel): causes logged at or after it, within clock "
         "skew, are teardown",
     )
+    fallback: bool = Field(
+        default=False,
+        description="a cause only when nothing else is: dropped whenever another cause fits "
+        "(XID 63, a row remap that succeeded, explains a failure only when alone)",
+    )
     shared: Shared | None = None
     repeat: Repeat | None = None
     summary: str = Field(min_length=1)
