@@ -19,6 +19,21 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 RESULT_SCHEMA_VERSION = "1"
 
+CONTRACT_FIELDS = frozenset(
+    {
+        "job_id",
+        "failed",
+        "status",
+        "category",
+        "candidates",
+        "suspect_nodes",
+        "symptom_chain",
+        "evidence",
+        "rules_version",
+    }
+)
+"""Top-level fields every result must carry (spec section 2); more fields are welcome."""
+
 
 _IP_ADDRESS = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*)$")
 

@@ -23,6 +23,7 @@ import pytest
 
 from attribution_dagster.models import (
     CATEGORIES,
+    CONTRACT_FIELDS,
     OBSERVATION_KINDS,
     AnalysisSettings,
     AttributionResult,
@@ -34,17 +35,6 @@ CASES = sorted(
     p.parent.name for p in SAMPLES.glob("*/expected.json") if (p.parent / "context.json").is_file()
 )
 STATUSES = {"attributed", "ambiguous", "unattributed", "not_failed"}
-CONTRACT_FIELDS = {
-    "job_id",
-    "failed",
-    "status",
-    "category",
-    "candidates",
-    "suspect_nodes",
-    "symptom_chain",
-    "evidence",
-    "rules_version",
-}
 LOCATOR = re.compile(r"^(?P<path>.+):(?P<line>\d+)$")
 CONTEXT_LOCATOR = re.compile(r"^(?:.*/)?context\.json:(?P<field>[A-Za-z_]+)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import inspect, text
 
 from attribution_dagster.models import (
+    CONTRACT_FIELDS,
     AttributionResult,
     ChainLink,
     Evidence,
@@ -261,18 +262,7 @@ def test_stdout_sink_prints_contract_json_lines():
     lines = buf.getvalue().splitlines()
     assert n == 2 and len(lines) == 2
     first = json.loads(lines[0])
-    for field in (
-        "job_id",
-        "failed",
-        "status",
-        "category",
-        "candidates",
-        "suspect_nodes",
-        "symptom_chain",
-        "evidence",
-        "rules_version",
-    ):
-        assert field in first
+    assert CONTRACT_FIELDS <= set(first), CONTRACT_FIELDS - set(first)
     assert json.loads(lines[1])["status"] == "unattributed"
 
 
@@ -285,3 +275,19 @@ def test_pg_url_given_means_pg_test_really_ran():
     marker = uuid.uuid4().hex
     sink.write([make_result(marker)])
     assert sink.read(job_id=marker)[0].job_id == marker
+
+
+def test_contract_check_names_what_breaks_the_contract(monkeypatch):
+    from attribution_dagster.assets.checks import contract_problems
+
+    good = make_result("1")
+    assert contract_problems(good) == []
+    bad = good.model_copy(update={"status": "attributed", "category": "gpu.exploded"})
+    assert any("outside the taxonomy" in p for p in contract_problems(bad))
+    # a serializer that drops a contract field is caught by name
+    monkeypatch.setattr(
+        AttributionResult,
+        "contract_json",
+        lambda self, **kw: self.model_dump_json(exclude={"evidence"}, **kw),
+    )
+    assert any("evidence" in p and "missing" in p for p in contract_problems(good))

@@ -7,7 +7,14 @@
 
 from __future__ import annotations
 
-from attribution_dagster.models import CATEGORIES, AttributionResult, ExecutionContext
+import json
+
+from attribution_dagster.models import (
+    CATEGORIES,
+    CONTRACT_FIELDS,
+    AttributionResult,
+    ExecutionContext,
+)
 
 CONTRACT_CHECK = "result_matches_contract"
 COVERAGE_CHECK = "every_node_has_evidence_or_gap_stated"
@@ -19,7 +26,11 @@ def contract_problems(result: AttributionResult) -> list[str]:
     """What in this result breaks the contract; empty when it holds."""
     problems: list[str] = []
     try:
-        AttributionResult.model_validate_json(result.contract_json())
+        text = result.contract_json()
+        AttributionResult.model_validate_json(text)
+        missing = CONTRACT_FIELDS - set(json.loads(text))
+        if missing:
+            problems.append(f"contract fields missing: {', '.join(sorted(missing))}")
     except Exception as e:  # noqa: BLE001 - any failure to round-trip is a contract break
         problems.append(f"does not round-trip through JSON: {e}")
     if not result.job_id:
