@@ -64,12 +64,6 @@ class FlakyFilesResource(LocalFilesResource):
 
 
 @pytest.fixture
-def instance():
-    with DagsterInstance.ephemeral() as inst:
-        yield inst
-
-
-@pytest.fixture
 def setup(tmp_path):
     root = tmp_path / "cases"
     root.mkdir()

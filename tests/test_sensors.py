@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, SensorResult, SkipReason, build_sensor_context
+from dagster import SensorResult, SkipReason, build_sensor_context
 from dagster_cases import write_case
 
 from attribution_dagster.config import AttributionConfig, SensorConfig
@@ -15,12 +15,6 @@ from attribution_dagster.definitions import ATTRIBUTE_JOB, build_definitions
 from attribution_dagster.resources import AssetStoreResource, StaticCasesResource
 from attribution_dagster.sensors import Cursor, build_case_directory_sensor
 from attribution_dagster.sinks.asset_store import AssetValueStore
-
-
-@pytest.fixture
-def instance():
-    with DagsterInstance.ephemeral() as inst:
-        yield inst
 
 
 @pytest.fixture
