@@ -15,6 +15,14 @@ resource configuration in its UI; values read from the environment are passed as
 
 Example ``attribution.yaml``::
 
+    clusters:                           # one block per cluster; keys of each back-end: README
+      atlas:
+        scheduler: {kind: slurm}        # sacct on this host (or restd_url + jwt_env)
+        logs:
+          - {kind: files, root: /shared/logs, paths: ["{node}/syslog*", "{stdout}"]}
+          - {kind: loki, url: "http://loki:3100", node_label: host}
+        metrics:
+          - {kind: prometheus, url: "http://prometheus:9090"}
     case_root: /data/gpu-cases          # the case-directory sensor watches this
     sink:
       url: postgresql+psycopg://attrib@db.internal:5432/attribution
@@ -53,8 +61,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from attribution_dagster.connectors import parse_config
 from attribution_dagster.sinks.sql import default_sqlite_url
 
 CONFIG_ENV = "ATTRIBUTION_CONFIG"
@@ -106,11 +122,58 @@ class RetryConfig(BaseModel):
     delay_seconds: float = Field(default=2.0, ge=0)
 
 
+class ClusterConfig(BaseModel):
+    """One cluster: where its jobs come from and where their evidence lives.
+
+    `scheduler`, each `logs` and each `metrics` entry is a `{kind: ..., ...}` block
+    validated by that back-end's own model (see `attribution_dagster.connectors`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scheduler: Any | None = Field(default=None, description="slurm | kueue | kai | static")
+    logs: list[Any] = Field(default_factory=list, description="files | loki | pod_logs")
+    metrics: list[Any] = Field(default_factory=list, description="prometheus")
+    sensor: bool = Field(default=True, description="run a finished-job sensor for this cluster")
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _scheduler(cls, v: Any) -> Any:
+        return None if v is None else parse_config("scheduler", v)
+
+    @field_validator("logs", mode="before")
+    @classmethod
+    def _logs(cls, v: Any) -> Any:
+        return [parse_config("logs", b) for b in _blocks(v, "logs")]
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metrics(cls, v: Any) -> Any:
+        return [parse_config("metrics", b) for b in _blocks(v, "metrics")]
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> ClusterConfig:
+        names = [b.source_name for b in [*self.logs, *self.metrics]]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"two sources share the name {dup[0]!r}: give each a 'name'")
+        return self
+
+
+def _blocks(v: Any, role: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError(f"'{role}' must be a list of {{kind: ...}} blocks")
+    return v
+
+
 class AttributionConfig(BaseModel):
     """Everything the code location needs, resolved and validated."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    clusters: dict[str, ClusterConfig] = Field(default_factory=dict)
     case_root: str = "samples"
     sink: SinkConfig = SinkConfig()
     sensor: SensorConfig = SensorConfig()
@@ -231,4 +294,5 @@ def load_config(
     except ValidationError as e:
         first = e.errors()[0]
         field = ".".join(str(x) for x in first["loc"])
-        raise ConfigError(f"{source}: field '{field}': {first['msg']}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{source}: field '{field}': {msg}") from None

@@ -79,6 +79,22 @@ class ExecutionContext(BaseModel):
     nodes: list[str] = Field(min_length=1)
     gpu_model: str | None = None
     log_timezone: str = "UTC"
+    node_addresses: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="node -> IP addresses / other names it answers to (peers in errors)",
+    )
+    # Optional detail a scheduler connector fills in; a static context may carry it too.
+    gpus_per_node: int | None = Field(default=None, ge=0)
+    job_name: str | None = None
+    partition: str | None = None
+    user: str | None = None
+    account: str | None = None
+    reason: str | None = Field(
+        default=None, description="the scheduler's own words: 'CANCELLED by 1000', eviction message"
+    )
+    failing_step: str | None = Field(default=None, description="Slurm step / pod that failed first")
+    stdout_path: str | None = Field(default=None, description="job stdout as the scheduler recorded it")
+    stderr_path: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -182,7 +198,8 @@ class SourceCoverage(BaseModel):
     nodes_read: list[str] = Field(default_factory=list)
     nodes_missing: list[str] = Field(default_factory=list)
     files: int = 0
-    bytes: int = 0
+    queries: int = 0  # requests made to a back-end (Loki, Prometheus, Kubernetes API)
+    bytes: int = 0  # bytes read from files or received from a back-end
     lines: int = 0
     samples: int = 0
     records: int = 0  # lines or samples kept as raw evidence
@@ -191,6 +208,9 @@ class SourceCoverage(BaseModel):
     overlong_lines: int = 0
     binary_lines: int = 0
     errors: list[str] = Field(default_factory=list)
+    retryable: bool = Field(
+        default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"
+    )
 
     @property
     def problems(self) -> int:

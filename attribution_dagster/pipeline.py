@@ -1,7 +1,8 @@
 """The one path from a case to a result. The CLI, the Dagster assets and the tests call these.
 
-    load_context(case)                      -> ExecutionContext
-    collect_evidence(case, ctx, settings)   -> RawEvidence        (files connector, prefiltered)
+    load_context(case)                      -> ExecutionContext   (or a scheduler's get_job)
+    collect_evidence(case, ctx, settings)   -> RawEvidence        (case files and/or the
+                                                                   cluster's log/metric sources)
     normalize(raw, ctx)                     -> list[Observation]  (parser catalog)
     attribute(ctx, observations, coverage)  -> AttributionResult  (rule engine)
 
@@ -14,9 +15,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+from attribution_dagster.clusters import Cluster, EvidenceSources
+from attribution_dagster.connectors.base import failed_coverage
 from attribution_dagster.connectors.files import LocalFilesClient
 from attribution_dagster.connectors.static import StaticContextClient
 from attribution_dagster.models import (
+    MetricSample,
+    RawRecord,
     AnalysisSettings,
     AttributionResult,
     ExecutionContext,
@@ -50,22 +55,68 @@ def load_context(case: str | Path) -> ExecutionContext:
     return StaticContextClient().load(Path(case))
 
 
+def case_has_evidence(case: str | Path | None) -> bool:
+    """A case directory with `logs/` or `metrics/` brings its own evidence; one holding only
+    `context.json` takes it from its cluster's configured sources."""
+    if case is None:
+        return False
+    case = Path(case)
+    return (case / "logs").is_dir() or (case / "metrics").is_dir()
+
+
 def collect_evidence(
-    case: str | Path,
+    case: str | Path | None,
     ctx: ExecutionContext,
     settings: AnalysisSettings | None = None,
     files: LocalFilesClient | None = None,
+    sources: EvidenceSources | None = None,
 ) -> RawEvidence:
-    """Prefiltered log lines and metric samples for the job's nodes and window."""
+    """Prefiltered log lines and metric samples for the job's nodes and window.
+
+    From the case directory when it holds evidence, else from `sources` (the cluster's
+    back-ends). A source that fails is one `failed` coverage entry; the others still count.
+    """
     settings = settings or AnalysisSettings()
-    files = files or LocalFilesClient(
-        max_line_bytes=settings.max_line_bytes, workers=settings.workers
-    )
     window = settings.window(ctx)
-    case = Path(case)
-    records, log_cov = files.fetch_logs(case, ctx, catalog().anchors(), window)
-    samples, metric_cov = files.fetch_metrics(case, ctx, window)
-    coverage = [log_cov] + ([metric_cov] if metric_cov is not None else [])
+    anchors = catalog().anchors()
+    records: list[RawRecord] = []
+    samples: list[MetricSample] = []
+    coverage: list[SourceCoverage] = []
+    if case_has_evidence(case):
+        assert case is not None
+        files = files or LocalFilesClient(
+            max_line_bytes=settings.max_line_bytes, workers=settings.workers
+        )
+        case = Path(case)
+        records, log_cov = files.fetch_logs(case, ctx, anchors, window)
+        samples, metric_cov = files.fetch_metrics(case, ctx, window)
+        coverage = [log_cov] + ([metric_cov] if metric_cov is not None else [])
+    elif sources:
+        for log_source in sources.logs:
+            try:
+                got, cov = log_source.fetch_logs(ctx, anchors, window)
+            except Exception as exc:  # noqa: BLE001 - one source failing is partial evidence
+                got, cov = [], failed_coverage(log_source.name, exc)
+            records.extend(got)
+            coverage.append(cov)
+        for metric_source in sources.metrics:
+            try:
+                got_samples, cov = metric_source.fetch_metrics(ctx, window)
+            except Exception as exc:  # noqa: BLE001
+                got_samples, cov = [], failed_coverage(metric_source.name, exc)
+            samples.extend(got_samples)
+            coverage.append(cov)
+    else:
+        where = f"{case} holds no logs/ or metrics/ and " if case is not None else ""
+        coverage.append(
+            SourceCoverage(
+                source="none",
+                status="empty",
+                nodes_missing=list(ctx.nodes),
+                errors=[f"{where}no evidence source is configured for cluster "
+                        f"{ctx.cluster or '(none)'}"],
+            )
+        )
     return RawEvidence(job_id=ctx.job_id, records=records, samples=samples, coverage=coverage)
 
 
@@ -84,10 +135,33 @@ def attribute(
     return result.model_copy(update={"analyzed_at": datetime.now(timezone.utc)})
 
 
-def analyze_case(case: str | Path, settings: AnalysisSettings | None = None) -> AttributionResult:
-    """The whole chain for one case directory."""
+def analyze_case(
+    case: str | Path,
+    settings: AnalysisSettings | None = None,
+    sources: EvidenceSources | None = None,
+) -> AttributionResult:
+    """The whole chain for one case directory (its own evidence, else `sources`)."""
     settings = settings or AnalysisSettings()
     ctx = load_context(case)
-    raw = collect_evidence(case, ctx, settings)
+    return analyze_context(ctx, settings, case=case, sources=sources)
+
+
+def analyze_context(
+    ctx: ExecutionContext,
+    settings: AnalysisSettings | None = None,
+    *,
+    case: str | Path | None = None,
+    sources: EvidenceSources | None = None,
+) -> AttributionResult:
+    settings = settings or AnalysisSettings()
+    raw = collect_evidence(case, ctx, settings, sources=sources)
     observations = normalize(raw, ctx)
     return attribute(ctx, observations, raw.coverage, settings)
+
+
+def analyze_job(
+    cluster: Cluster, job_id: str, settings: AnalysisSettings | None = None
+) -> AttributionResult:
+    """A job known to a cluster's scheduler, with evidence from the cluster's sources."""
+    ctx = cluster.scheduler.get_job(job_id)
+    return analyze_context(ctx, settings, sources=cluster.sources)

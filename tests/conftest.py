@@ -20,3 +20,16 @@ def instance():
 
     with DagsterInstance.ephemeral() as inst:
         yield inst
+
+
+@pytest.fixture
+def fake_http():
+    """A local HTTP server answering recorded API shapes (see tests/fake_http.py)."""
+    from fake_http import start_fake_http
+
+    fake = start_fake_http()
+    try:
+        yield fake
+    finally:
+        fake.server.shutdown()
+        fake.server.server_close()

@@ -7,10 +7,19 @@ them are running the CLI against a directory someone else prepared.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
+from attribution_dagster.connectors.base import (
+    BackendConfig,
+    JobNotFound,
+    JobQuery,
+    SchedulerError,
+    utc_now,
+)
 from attribution_dagster.models import ExecutionContext
 
 CONTEXT_FILE = "context.json"
@@ -90,3 +99,76 @@ def _zone_known(name: str) -> bool:
     except (ZoneInfoNotFoundError, ValueError):
         return False
     return True
+
+
+class StaticSchedulerConfig(BackendConfig):
+    """Finished jobs from files: a directory of cases, or a JSON-lines file of contexts
+    (one `context.json` object per line, as `attribution discover` prints them)."""
+
+    kind: Literal["static"] = "static"
+    path: str = Field(description="case directory tree, or a .jsonl file of contexts")
+
+    def client(self, cluster: str) -> StaticSchedulerClient:
+        return StaticSchedulerClient(Path(self.path).expanduser(), cluster)
+
+
+class StaticSchedulerClient:
+    """A scheduler answer written down: lists the contexts whose end is in the window."""
+
+    def __init__(self, path: Path, cluster: str) -> None:
+        self.path = path
+        self.cluster = cluster
+
+    def _contexts(self) -> Iterator[tuple[str, ExecutionContext]]:
+        if self.path.is_file():
+            try:
+                fh = self.path.open(encoding="utf-8")
+            except OSError as exc:
+                raise SchedulerError(f"{self.path}: unreadable ({exc.strerror or exc})") from None
+            with fh:
+                for n, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        data = json.loads(line)
+                        data.setdefault("cluster", self.cluster)
+                        yield f"{self.path}:{n}", ExecutionContext.model_validate(data)
+                    except (ValueError, ValidationError):
+                        continue  # a damaged line is one job lost, not the listing
+            return
+        if not self.path.is_dir():
+            raise SchedulerError(f"static scheduler path does not exist: {self.path}")
+        client = StaticContextClient()
+        for case in client.list_cases(self.path):
+            try:
+                ctx = client.load(case)
+            except ContextError:
+                continue
+            if ctx.cluster is None:
+                ctx = ctx.model_copy(update={"cluster": self.cluster})
+            yield str(case), ctx
+
+    def finished_jobs(self, query: JobQuery) -> list[ExecutionContext]:
+        until = query.until or utc_now()
+        states = set(query.states)
+        found = [
+            ctx
+            for _, ctx in self._contexts()
+            if query.since <= ctx.end < until
+            and (not states or ctx.state in states)
+        ]
+        found.sort(key=lambda c: (c.end, c.job_id))
+        return found[: query.limit] if query.limit else found
+
+    def get_job(self, job_id: str) -> ExecutionContext:
+        for _, ctx in self._contexts():
+            if ctx.job_id == job_id:
+                return ctx
+        raise JobNotFound(f"job {job_id} not found under {self.path}")
+
+    def case_dir(self, job_id: str) -> Path | None:
+        """Where a job's case lives, when the path is a case directory tree."""
+        for where, ctx in self._contexts():
+            if ctx.job_id == job_id and Path(where).is_dir():
+                return Path(where)
+        return None

@@ -1,0 +1,140 @@
+"""What every connector promises: the three roles, their errors and the job query.
+
+A scheduler connector answers "which jobs finished, and what was each one's context";
+a log source and a metric source answer "what did these nodes say in this window".
+Connectors are plain clients (no Dagster import); `pipeline.py` and the assets call them
+through these protocols only, so a new back-end is one module that satisfies one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from attribution_dagster.models import (
+    Anchor,
+    ExecutionContext,
+    JobState,
+    MetricSample,
+    RawRecord,
+    SourceCoverage,
+    Window,
+)
+
+
+class SourceError(Exception):
+    """A back-end could not answer. The message is one line a user can act on.
+
+    `transient` says whether trying again may help (timeouts, 429, 5xx, connection
+    refused); an authentication or configuration problem is not transient.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class SchedulerError(SourceError):
+    """The scheduler (sacct, slurmrestd, the Kubernetes API) could not list or describe jobs."""
+
+
+class JobNotFound(SchedulerError):
+    """The scheduler does not know this job (or no longer does)."""
+
+
+class JobQuery(BaseModel):
+    """Finished jobs to list: those that ENDED in [since, until), optionally filtered."""
+
+    model_config = ConfigDict(frozen=True)
+
+    since: AwareDatetime
+    until: AwareDatetime | None = Field(default=None, description="None = now")
+    states: tuple[JobState, ...] = Field(default=(), description="empty = every final state")
+    partitions: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    limit: int | None = Field(default=None, ge=1, description="at most this many, oldest end first")
+
+
+@runtime_checkable
+class SchedulerClient(Protocol):
+    """Execution contexts from a scheduler. Contexts carry `cluster` set to the cluster name."""
+
+    def finished_jobs(self, query: JobQuery) -> list[ExecutionContext]:
+        """Jobs that ended in the query window, sorted by end time. Raises SchedulerError."""
+        ...
+
+    def get_job(self, job_id: str) -> ExecutionContext:
+        """One job's context. Raises JobNotFound or SchedulerError."""
+        ...
+
+
+@runtime_checkable
+class LogSource(Protocol):
+    """Prefiltered log lines for the job's nodes and window.
+
+    `name` is what the coverage record calls the source (`loki:main`, `files:shared`).
+    Implementations push `anchors` down where the back-end can filter (LogQL `|~`), keep
+    every record's `locator` reopenable, and report what they could not read in the
+    returned coverage. They raise SourceError only when nothing could be read at all.
+    """
+
+    name: str
+
+    def fetch_logs(
+        self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window
+    ) -> tuple[list[RawRecord], SourceCoverage]: ...
+
+
+@runtime_checkable
+class MetricSource(Protocol):
+    """Metric samples for the job's nodes and window (same contract as LogSource)."""
+
+    name: str
+
+    def fetch_metrics(
+        self, ctx: ExecutionContext, window: Window
+    ) -> tuple[list[MetricSample], SourceCoverage]: ...
+
+
+def failed_coverage(source: str, error: BaseException) -> SourceCoverage:
+    """The coverage record of a source that raised: status failed, the error in one line."""
+    text = (str(error).strip().splitlines() or [""])[0] or type(error).__name__
+    if not isinstance(error, SourceError):
+        text = f"{type(error).__name__}: {text}"
+    return SourceCoverage(
+        source=source,
+        status="failed",
+        errors=[text[:500]],
+        retryable=bool(getattr(error, "transient", False)),
+    )
+
+
+def utc_now() -> datetime:
+    from datetime import timezone
+
+    return datetime.now(timezone.utc)
+
+
+class BackendConfig(BaseModel):
+    """Keys every `{kind: ...}` block shares. Back-ends subclass it with their own keys,
+    `kind` narrowed to a Literal, and a `client(cluster)` method building the client."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    name: str | None = Field(
+        default=None, description="shown in coverage as '<kind>:<name>'; default the kind"
+    )
+    timeout_seconds: float = Field(default=30.0, gt=0, description="per request")
+
+    @property
+    def source_name(self) -> str:
+        return f"{self.kind}:{self.name}" if self.name else self.kind
+
+    def client(self, cluster: str) -> object:  # pragma: no cover - every back-end overrides
+        raise NotImplementedError
