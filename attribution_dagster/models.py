@@ -95,6 +95,9 @@ class ExecutionContext(BaseModel):
     failing_step: str | None = Field(default=None, description="Slurm step / pod that failed first")
     stdout_path: str | None = Field(default=None, description="job stdout as the scheduler recorded it")
     stderr_path: str | None = None
+    case_dir: str | None = Field(
+        default=None, description="a case directory holding this job's logs/ and metrics/"
+    )
 
     @property
     def failed(self) -> bool:

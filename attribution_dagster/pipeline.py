@@ -154,7 +154,7 @@ def analyze_context(
     sources: EvidenceSources | None = None,
 ) -> AttributionResult:
     settings = settings or AnalysisSettings()
-    raw = collect_evidence(case, ctx, settings, sources=sources)
+    raw = collect_evidence(case or ctx.case_dir, ctx, settings, sources=sources)
     observations = normalize(raw, ctx)
     return attribute(ctx, observations, raw.coverage, settings)
 

@@ -144,9 +144,10 @@ class StaticSchedulerClient:
                 ctx = client.load(case)
             except ContextError:
                 continue
+            update: dict[str, object] = {"case_dir": str(case)}
             if ctx.cluster is None:
-                ctx = ctx.model_copy(update={"cluster": self.cluster})
-            yield str(case), ctx
+                update["cluster"] = self.cluster
+            yield str(case), ctx.model_copy(update=update)
 
     def finished_jobs(self, query: JobQuery) -> list[ExecutionContext]:
         until = query.until or utc_now()
@@ -166,9 +167,3 @@ class StaticSchedulerClient:
                 return ctx
         raise JobNotFound(f"job {job_id} not found under {self.path}")
 
-    def case_dir(self, job_id: str) -> Path | None:
-        """Where a job's case lives, when the path is a case directory tree."""
-        for where, ctx in self._contexts():
-            if ctx.job_id == job_id and Path(where).is_dir():
-                return Path(where)
-        return None
