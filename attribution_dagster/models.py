@@ -61,6 +61,21 @@ class JobState(str, Enum):
 
 Scheduler = Literal["slurm", "kueue", "static", "kai"]
 
+
+class PodRef(BaseModel):
+    """Where one pod of a Kubernetes job ran (Kueue connector, pod placement record)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    namespace: str
+    name: str
+    node: str | None = None  # spec.nodeName
+    host_ip: str | None = None
+    pod_ip: str | None = None
+    containers: list[str] = Field(default_factory=list)
+    restarts: int = 0
+    started: AwareDatetime | None = None
+
 _UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -95,6 +110,9 @@ class ExecutionContext(BaseModel):
     failing_step: str | None = Field(default=None, description="Slurm step / pod that failed first")
     stdout_path: str | None = Field(default=None, description="job stdout as the scheduler recorded it")
     stderr_path: str | None = None
+    pods: list[PodRef] = Field(
+        default_factory=list, description="Kubernetes jobs: the pods and where they ran"
+    )
     case_dir: str | None = Field(
         default=None, description="a case directory holding this job's logs/ and metrics/"
     )
