@@ -40,6 +40,10 @@ Example ``attribution.yaml``::
     retry:
       max_retries: 2
       delay_seconds: 2
+    fleet:                              # window partitions (docs/fleet.md)
+      window: daily                     # or hourly
+      start: "2026-09-01"
+      workers: 2                        # processes per window run
 
 Environment variables:
 
@@ -58,7 +62,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -122,6 +126,29 @@ class RetryConfig(BaseModel):
     delay_seconds: float = Field(default=2.0, ge=0)
 
 
+class FleetConfig(BaseModel):
+    """The fleet path (docs/fleet.md): jobs attributed by cluster x time window."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window: Literal["hourly", "daily"] = Field(
+        default="daily", description="length of one window partition"
+    )
+    start: str = Field(default="2026-01-01", description="first window (YYYY-MM-DD, UTC)")
+    workers: int | None = Field(
+        default=None, ge=1, description="processes attributing one window's jobs; None = cores"
+    )
+    chunk_size: int = Field(default=50, ge=1, le=10_000, description="jobs per pool task")
+    report_start: str = Field(default="2026-01-05", description="first weekly report (a Monday)")
+    reports_dir: str = Field(
+        default=".attribution/reports", description="weekly reports: <dir>/<scope>/<week>/"
+    )
+
+    def reports_path(self, base_dir: str | Path) -> Path:
+        p = Path(self.reports_dir).expanduser()
+        return p if p.is_absolute() else (Path(base_dir) / p).resolve()
+
+
 class ClusterConfig(BaseModel):
     """One cluster: where its jobs come from and where their evidence lives.
 
@@ -179,6 +206,7 @@ class AttributionConfig(BaseModel):
     sensor: SensorConfig = SensorConfig()
     analysis: AnalysisConfig = AnalysisConfig()
     retry: RetryConfig = RetryConfig()
+    fleet: FleetConfig = FleetConfig()
     max_partitions_per_run: int = Field(default=100, ge=1, le=10_000)
     base_dir: str = Field(
         default=".", description="relative paths (case_root, default SQLite file) resolve here"

@@ -20,6 +20,8 @@ from dagster import (
 )
 
 from attribution_dagster.assets import build_job_assets
+from attribution_dagster.assets.per_window import build_window_assets, fleet_resource
+from attribution_dagster.assets.reports import build_report_assets, build_report_schedule
 from attribution_dagster.config import AttributionConfig, load_config
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
@@ -66,6 +68,7 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
         "store": AssetStoreResource(url=store_url, password=store_password),
         "sink": SqlSinkResource(url=sink_url, password=password),
         "stdout": StdoutSinkResource(enabled=sink.stdout),
+        "fleet_config": fleet_resource(config),
     }
 
 
@@ -93,9 +96,12 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
         settle_seconds=config.sensor.settle_seconds,
         enabled=config.sensor.enabled,
     )
+    window_assets = build_window_assets(config)
+    report_assets = build_report_assets(config)
     return Definitions(
-        assets=assets,
+        assets=[*assets, *window_assets, *report_assets],
         jobs=[job],
+        schedules=[build_report_schedule(report_assets)],
         sensors=[sensor],
         resources=build_resources(config),
         executor=in_process_executor,

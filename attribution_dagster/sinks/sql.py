@@ -1,11 +1,20 @@
 """Results in a SQL database: a SQLite file by default, or any SQLAlchemy URL (PostgreSQL, ...).
 
-Three tables, created on first use:
+Tables, created on first use (docs/fleet.md draws them):
 
 - ``attribution_results``: one row per (cluster, job_id, rules_version), with the columns a
   fleet report filters on and the whole contract JSON;
 - ``attribution_symptoms``: the symptom chain, one row per link (role, kind, node, time);
-- ``attribution_evidence``: the evidence list, one row per reference (source, locator).
+- ``attribution_evidence``: the evidence list, one row per reference (source, locator);
+- ``attribution_suspects``: what a result names as suspect, one row per node / GPU (PCI id)
+  / network port / shared switch, so the weekly report finds repeat offenders by index;
+- ``attribution_jobs``: one row per (cluster, job_id): the scheduler's facts the report
+  needs (end time, nodes, GPUs per node, GPU-hours) and the window that listed the job;
+- ``attribution_windows``: one row per (cluster, window) of the fleet path: its status,
+  job count and, when it failed, why.
+
+New tables only, never new columns on old ones: ``create_all`` adds missing tables to an
+existing database, so a results file from an earlier version keeps working.
 
 Writing the same job again under the same rules version replaces its rows (idempotent
 upsert); another rules version adds a row, so results of rule changes can be compared.
@@ -43,7 +52,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, make_url
 
-from attribution_dagster.models import AttributionResult
+from attribution_dagster.models import AttributionResult, ExecutionContext
 
 RESULTS_DB_RELATIVE = Path(".attribution") / "results.db"
 
@@ -72,6 +81,9 @@ results_table = Table(
     UniqueConstraint("cluster", "job_id", "rules_version", name="uq_attribution_job_rules"),
 )
 Index("ix_attribution_results_category", results_table.c.category, results_table.c.analyzed_at)
+# The weekly report reads the results of jobs it found by end time, or (jobs without a
+# scheduler row: the per-job path) by analysis time.
+Index("ix_attribution_results_analyzed", results_table.c.analyzed_at)
 
 symptoms_table = Table(
     "attribution_symptoms",
@@ -112,6 +124,125 @@ evidence_table = Table(
     Column("node", String(255), nullable=False),
     Column("excerpt", Text, nullable=False),
 )
+
+
+suspects_table = Table(
+    "attribution_suspects",
+    metadata,
+    Column(
+        "result_id",
+        Integer,
+        ForeignKey("attribution_results.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("seq", Integer, primary_key=True),
+    Column("kind", String(16), nullable=False),  # node | gpu | port | switch | storage
+    Column("name", String(512), nullable=False),  # node, node/pci, node/port, switch key
+    Column("node", String(255), nullable=False),
+)
+Index("ix_attribution_suspects_kind_name", suspects_table.c.kind, suspects_table.c.name)
+
+jobs_table = Table(
+    "attribution_jobs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cluster", String(255), nullable=False),
+    Column("job_id", String(255), nullable=False),
+    Column("window_key", String(64), nullable=False),  # fleet window; '' per-job path
+    Column("scheduler", String(32)),
+    Column("state", String(32), nullable=False),
+    Column("exit_code", Integer),
+    Column("job_start", DateTime(timezone=True), nullable=False),
+    Column("job_end", DateTime(timezone=True), nullable=False),
+    Column("node_count", Integer, nullable=False),
+    Column("gpus_per_node", Integer),
+    Column("gpu_hours", Float),  # node_count x gpus_per_node x duration; NULL: GPUs unknown
+    Column("context_json", Text, nullable=False),
+    Column("listed_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("cluster", "job_id", name="uq_attribution_jobs_job"),
+)
+Index("ix_attribution_jobs_end", jobs_table.c.cluster, jobs_table.c.job_end)
+Index(
+    "ix_attribution_jobs_window", jobs_table.c.cluster, jobs_table.c.window_key, jobs_table.c.job_id
+)
+
+windows_table = Table(
+    "attribution_windows",
+    metadata,
+    Column("cluster", String(255), primary_key=True),
+    Column("window_key", String(64), primary_key=True),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("window_end", DateTime(timezone=True), nullable=False),
+    Column("status", String(16), nullable=False),  # listed | done | failed
+    Column("rules_version", String(64)),
+    Column("jobs", Integer, nullable=False, default=0),
+    Column("attributed", Integer, nullable=False, default=0),  # jobs with a result row
+    Column("failed_jobs", Integer, nullable=False, default=0),
+    Column("error", Text),
+    Column("seconds", Float),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+
+def gpu_hours(ctx: ExecutionContext) -> float | None:
+    """Nodes x GPUs per node x duration in hours; None when the scheduler gave no GPU count."""
+    if ctx.gpus_per_node is None:
+        return None
+    hours = max(0.0, (ctx.end - ctx.start).total_seconds()) / 3600.0
+    return len(ctx.nodes) * ctx.gpus_per_node * hours
+
+
+def job_row(ctx: ExecutionContext, window: str = "") -> dict[str, Any]:
+    """The `attribution_jobs` row of one execution context."""
+    return {
+        "cluster": ctx.cluster or "",
+        "job_id": ctx.job_id,
+        "window_key": window,
+        "scheduler": ctx.scheduler,
+        "state": ctx.state.value,
+        "exit_code": ctx.exit_code,
+        "job_start": _aware(ctx.start),
+        "job_end": _aware(ctx.end),
+        "node_count": len(ctx.nodes),
+        "gpus_per_node": ctx.gpus_per_node,
+        "gpu_hours": gpu_hours(ctx),
+        "context_json": ctx.model_dump_json(),
+        "listed_at": datetime.now(timezone.utc),
+    }
+
+
+def suspect_rows(result: AttributionResult) -> list[dict[str, Any]]:
+    """What the result blames, one row per thing a person would go and fix.
+
+    A node-scope result names its nodes, and each GPU (by PCI bus id, else index) and
+    network port of its suspects. A shared-scope result names no node; the engine does not
+    see the topology, so a shared fabric fault is keyed by the port name and the set of
+    nodes it hit together (`switch`: `mlx5_5 @ node-a,node-b,...`), storage by category.
+    """
+    rows: list[tuple[str, str, str]] = []
+    if result.status == "attributed" and result.scope == "shared":
+        roots = [link for link in result.symptom_chain if link.role == "root_cause"]
+        nodes = sorted({link.node for link in roots})
+        ports = sorted({link.port for link in roots if link.port})
+        kind = "switch" if (result.category or "").startswith("network") else "storage"
+        key = f"{'/'.join(ports) or result.category} @ {','.join(nodes)}"
+        rows.append((kind, key, ",".join(nodes)))
+    else:
+        for node in result.suspect_nodes:
+            rows.append(("node", node, node))
+        for s in result.suspects:
+            if s.pci or s.gpu is not None:
+                rows.append(("gpu", f"{s.node}/{s.pci or f'gpu{s.gpu}'}", s.node))
+            if s.port:
+                rows.append(("port", f"{s.node}/{s.port}", s.node))
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for kind, name, node in rows:
+        if (kind, name) in seen:
+            continue
+        seen.add((kind, name))
+        out.append({"kind": kind, "name": clean_text(name)[:512], "node": clean_text(node)[:255]})
+    return out
 
 
 def default_sqlite_url(repo_root_or_cwd: str | Path | None = None) -> str:
@@ -181,17 +312,62 @@ class SqlSink:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write(self, results: Iterable[AttributionResult]) -> int:
-        """Upsert results keyed by (cluster, job_id, rules_version); returns how many."""
+    def write(
+        self,
+        results: Iterable[AttributionResult],
+        contexts: Iterable[ExecutionContext] | None = None,
+    ) -> int:
+        """Upsert results keyed by (cluster, job_id, rules_version); returns how many.
+
+        `contexts` (the jobs' execution contexts) also upsert `attribution_jobs`, which the
+        weekly report needs for end times and GPU-hours; a job already listed by a fleet
+        window keeps its window key.
+        """
         written = 0
         batch = list(results)
-        if not batch:
+        ctxs = list(contexts or ())
+        if not batch and not ctxs:
             return 0
         with self.engine.begin() as conn:
+            if ctxs:
+                self._upsert_jobs(conn, [job_row(c) for c in ctxs], keep_window=True)
             for result in batch:
                 self._upsert(conn, result)
                 written += 1
         return written
+
+    def write_jobs(self, contexts: Iterable[ExecutionContext], window: str) -> int:
+        """Upsert the scheduler's contexts of one fleet window into `attribution_jobs`."""
+        rows = [job_row(c, window) for c in contexts]
+        if rows:
+            with self.engine.begin() as conn:
+                self._upsert_jobs(conn, rows, keep_window=False)
+        return len(rows)
+
+    def _upsert_jobs(self, conn: Any, rows: list[dict[str, Any]], keep_window: bool) -> None:
+        t = jobs_table
+        dialect = conn.dialect.name
+        if dialect in ("sqlite", "postgresql"):
+            if dialect == "sqlite":
+                from sqlalchemy.dialects.sqlite import insert as dialect_insert
+            else:
+                from sqlalchemy.dialects.postgresql import insert as dialect_insert
+            for i in range(0, len(rows), 500):
+                stmt = dialect_insert(t).values(rows[i : i + 500])
+                skip = {"cluster", "job_id"} | ({"window_key"} if keep_window else set())
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=[t.c.cluster, t.c.job_id],
+                    set_={k: stmt.excluded[k] for k in rows[0] if k not in skip},
+                )
+                conn.execute(stmt)
+            return
+        for row in rows:
+            where = (t.c.cluster == row["cluster"]) & (t.c.job_id == row["job_id"])
+            if conn.execute(select(t.c.id).where(where)).first() is None:
+                conn.execute(insert(t).values(**row))
+            else:
+                values = {k: v for k, v in row.items() if not keep_window or k != "window_key"}
+                conn.execute(update(t).where(where).values(**values))
 
     def _upsert(self, conn: Any, result: AttributionResult) -> None:
         key = {
@@ -242,6 +418,13 @@ class SqlSink:
                 conn.execute(update(t).where(t.c.id == existing).values(**row))
         conn.execute(delete(symptoms_table).where(symptoms_table.c.result_id == existing))
         conn.execute(delete(evidence_table).where(evidence_table.c.result_id == existing))
+        conn.execute(delete(suspects_table).where(suspects_table.c.result_id == existing))
+        suspects = suspect_rows(result)
+        if suspects:
+            conn.execute(
+                insert(suspects_table),
+                [{"result_id": existing, "seq": i, **row} for i, row in enumerate(suspects)],
+            )
         if result.symptom_chain:
             conn.execute(
                 insert(symptoms_table),

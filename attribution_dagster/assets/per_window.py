@@ -1,0 +1,197 @@
+"""The fleet path: jobs attributed by (cluster x time window), not one partition per job.
+
+    finished_jobs -> window_attributions
+
+A partition is one cluster's hour or day (`fleet.window`), whatever its job count: a week
+of a cluster is 7 (daily) or 168 (hourly) partitions. Per-job rows live in the warehouse
+(sinks/sql.py), not in Dagster's event log, in the same result tables as the per-job path,
+so both paths are interchangeable and idempotent. Backfilling past weeks is an ordinary
+Dagster backfill over these partitions (UI, or `attribution backfill`).
+
+The cluster dimension is a static list read from the configuration (`clusters:`). Adding a
+cluster adds a row of partitions on the next code-location reload; its past windows are
+then missing and a backfill fills them. Without configured clusters the dimension has one
+key, `default`, whose windows fail with "no scheduler configured".
+"""
+
+import json
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetsDefinition,
+    ConfigurableResource,
+    DailyPartitionsDefinition,
+    Failure,
+    HourlyPartitionsDefinition,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionsDefinition,
+    StaticPartitionsDefinition,
+    asset,
+)
+from pydantic import Field
+
+from attribution_dagster import fleet
+from attribution_dagster.assets.metadata import md_table
+from attribution_dagster.clusters import Cluster
+from attribution_dagster.config import AttributionConfig, ClusterConfig
+from attribution_dagster.resources import AnalysisSettingsResource, SqlSinkResource
+
+GROUP = "fleet"
+CLUSTER_DIM = "cluster"
+WINDOW_DIM = "window"
+DEFAULT_CLUSTER = "default"
+WINDOW_ASSET_NAMES = ("finished_jobs", "window_attributions")
+
+
+class FleetResource(ConfigurableResource):
+    """The configured clusters (scheduler and evidence sources) and the window pool's size.
+
+    `clusters_json` is the `clusters:` block as JSON; it holds names of environment
+    variables for secrets, never the secrets themselves.
+    """
+
+    clusters_json: str = Field(default="{}", description="clusters: block of attribution.yaml")
+    window: str = Field(default="daily", description="hourly | daily")
+    workers: int | None = Field(default=None, description="pool processes; None = cores")
+    chunk_size: int = Field(default=50, ge=1, description="jobs per pool task")
+    reports_dir: str = Field(default=".attribution/reports", description="weekly reports")
+
+    def cluster(self, name: str) -> Cluster:
+        configs = json.loads(self.clusters_json)
+        return Cluster(name, ClusterConfig.model_validate(configs.get(name) or {}))
+
+
+def fleet_resource(config: AttributionConfig) -> FleetResource:
+    clusters = {n: c.model_dump(mode="json", exclude_none=True) for n, c in config.clusters.items()}
+    f = config.fleet
+    return FleetResource(
+        clusters_json=json.dumps(clusters, sort_keys=True),
+        window=f.window,
+        workers=f.workers,
+        chunk_size=f.chunk_size,
+        reports_dir=str(f.reports_path(config.base_dir)),
+    )
+
+
+def cluster_names(config: AttributionConfig) -> list[str]:
+    return sorted(config.clusters) or [DEFAULT_CLUSTER]
+
+
+def window_partitions(config: AttributionConfig) -> MultiPartitionsDefinition:
+    """cluster (static, from the config) x window (daily or hourly from `fleet.start`)."""
+    f = config.fleet
+    time_def = (
+        HourlyPartitionsDefinition(start_date=f"{f.start}-00:00")
+        if f.window == "hourly"
+        else DailyPartitionsDefinition(start_date=f.start)
+    )
+    return MultiPartitionsDefinition(
+        {CLUSTER_DIM: StaticPartitionsDefinition(cluster_names(config)), WINDOW_DIM: time_def}
+    )
+
+
+def split_key(partitions: MultiPartitionsDefinition, key: str) -> tuple[str, str]:
+    """`2026-11-09|atlas` -> ("atlas", "2026-11-09")."""
+    dims = partitions.get_partition_key_from_str(key).keys_by_dimension
+    return dims[CLUSTER_DIM], dims[WINDOW_DIM]
+
+
+def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
+    """The two window assets over the configured clusters and window length."""
+    partitions = window_partitions(config)
+
+    @asset(
+        partitions_def=partitions,
+        group_name=GROUP,
+        kinds={"python", "sql"},
+        description="The jobs the cluster's scheduler says ended in the window, kept in the "
+        "warehouse (attribution_jobs).",
+    )
+    def finished_jobs(
+        context: AssetExecutionContext, fleet_config: FleetResource, sink: SqlSinkResource
+    ) -> MaterializeResult:
+        s = sink.get_sink()
+        granularity = fleet_config.window
+        listed: dict[str, int] = {}
+        for key in context.partition_keys:
+            cluster, window = split_key(partitions, key)
+            try:
+                listed[key] = fleet.list_window(
+                    s, fleet_config.cluster(cluster), window, granularity  # type: ignore[arg-type]
+                )
+            except fleet.WindowError as exc:
+                raise Failure(description=str(exc), allow_retries=True) from None
+        return MaterializeResult(
+            metadata={
+                "jobs": MetadataValue.int(sum(listed.values())),
+                "windows": MetadataValue.int(len(listed)),
+            }
+        )
+
+    @asset(
+        partitions_def=partitions,
+        group_name=GROUP,
+        deps=[finished_jobs],
+        kinds={"python", "sql"},
+        description="Every job of the window attributed (the per-job pipeline over a process "
+        "pool); per-job rows in the result tables the per-job path also writes.",
+    )
+    def window_attributions(
+        context: AssetExecutionContext,
+        fleet_config: FleetResource,
+        sink: SqlSinkResource,
+        analysis: AnalysisSettingsResource,
+    ) -> MaterializeResult:
+        s = sink.get_sink()
+        outcomes: list[fleet.WindowOutcome] = []
+        for key in context.partition_keys:
+            cluster, window = split_key(partitions, key)
+            out = fleet.attribute_window(
+                s,
+                fleet_config.cluster(cluster),
+                window,
+                fleet_config.window,  # type: ignore[arg-type]
+                settings=analysis.settings(),
+                workers=fleet_config.workers,
+                chunk_size=fleet_config.chunk_size,
+            )
+            context.log.info(
+                f"{cluster} {window}: {out.jobs} jobs, {out.attributed} attributed now, "
+                f"{out.skipped} already done, {out.seconds:.1f} s"
+            )
+            outcomes.append(out)
+        failed = [o for o in outcomes if not o.ok]
+        if failed:
+            raise Failure(
+                description="; ".join(o.reason for o in failed)[:2000],
+                metadata=_window_metadata(outcomes),
+                allow_retries=True,
+            )
+        return MaterializeResult(metadata=_window_metadata(outcomes))
+
+    return [finished_jobs, window_attributions]
+
+
+def _window_metadata(outcomes: list[fleet.WindowOutcome]) -> dict[str, Any]:
+    jobs = sum(o.jobs for o in outcomes)
+    seconds = sum(o.seconds for o in outcomes)
+    done = sum(o.attributed for o in outcomes)
+    status: dict[str, int] = {}
+    for o in outcomes:
+        for k, v in o.by_status.items():
+            status[k] = status.get(k, 0) + v
+    meta: dict[str, Any] = {
+        "jobs": MetadataValue.int(jobs),
+        "attributed now": MetadataValue.int(done),
+        "already done": MetadataValue.int(sum(o.skipped for o in outcomes)),
+        "failed jobs": MetadataValue.int(sum(len(o.failed) + len(o.unreachable) for o in outcomes)),
+        "seconds": MetadataValue.float(round(seconds, 2)),
+        "jobs per second": MetadataValue.float(round(done / seconds, 1) if seconds else 0.0),
+    }
+    if status:
+        meta["by status"] = MetadataValue.md(
+            md_table(["status", "jobs"], [[k, v] for k, v in sorted(status.items())])
+        )
+    return meta

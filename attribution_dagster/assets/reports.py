@@ -1,0 +1,106 @@
+"""The weekly fleet report as a Dagster asset: one partition per (scope x ISO week).
+
+The scope is each configured cluster, plus `fleet` for all of them together. The report
+reads its week from the result tables, whichever path wrote them (per-job or window), so
+it depends on `window_attributions` for lineage only (AllPartitionMapping: any window may
+hold jobs that ended in the week). `weekly_report_schedule` builds last week's reports
+every Monday at 06:00 UTC; older weeks are a backfill over the `week` dimension.
+"""
+
+from pathlib import Path
+
+from dagster import (
+    AllPartitionMapping,
+    AssetDep,
+    AssetExecutionContext,
+    AssetsDefinition,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionsDefinition,
+    ScheduleDefinition,
+    StaticPartitionsDefinition,
+    WeeklyPartitionsDefinition,
+    asset,
+    build_schedule_from_partitioned_job,
+    define_asset_job,
+)
+
+from attribution_dagster import report as weekly
+from attribution_dagster.assets.per_window import GROUP, FleetResource, cluster_names
+from attribution_dagster.config import AttributionConfig
+from attribution_dagster.resources import SqlSinkResource
+
+SCOPE_DIM = "scope"
+WEEK_DIM = "week"
+REPORT_JOB = "weekly_report_job"
+
+
+def report_scopes(config: AttributionConfig) -> list[str]:
+    clusters = cluster_names(config)
+    fleet = weekly.FLEET if weekly.FLEET not in clusters else "all-clusters"
+    return [*clusters, fleet]
+
+
+def report_partitions(config: AttributionConfig) -> MultiPartitionsDefinition:
+    """scope (clusters + fleet) x week (Monday to Monday, UTC)."""
+    weeks = WeeklyPartitionsDefinition(start_date=config.fleet.report_start, day_offset=1)
+    return MultiPartitionsDefinition(
+        {SCOPE_DIM: StaticPartitionsDefinition(report_scopes(config)), WEEK_DIM: weeks}
+    )
+
+
+def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
+    partitions = report_partitions(config)
+    clusters = set(cluster_names(config))
+
+    @asset(
+        partitions_def=partitions,
+        group_name=GROUP,
+        deps=[AssetDep("window_attributions", partition_mapping=AllPartitionMapping())],
+        kinds={"python", "sql"},
+        description="Weekly failure report: jobs by status and category, GPU-hours lost, "
+        "ambiguous / unattributed rates and why, repeat offenders, change against the "
+        "previous week. Charts in the metadata; HTML and Markdown on disk.",
+    )
+    def weekly_report(
+        context: AssetExecutionContext, sink: SqlSinkResource, fleet_config: FleetResource
+    ) -> MaterializeResult:
+        dims = partitions.get_partition_key_from_str(context.partition_key).keys_by_dimension
+        scope, week = dims[SCOPE_DIM], dims[WEEK_DIM]
+        cluster = scope if scope in clusters else None
+        rep = weekly.build_report(sink.get_sink().url, week, cluster)
+        out = Path(fleet_config.reports_dir) / rep.scope / rep.week
+        paths = weekly.write_report(rep, out)
+        charts = {n: paths[n].read_bytes() for n in ("failed_by_category", "gpu_hours_lost",
+                                                       "jobs_per_day")}
+        t = rep.this
+        return MaterializeResult(
+            metadata={
+                "report": MetadataValue.md(
+                    weekly.render_markdown(rep, {n: weekly.data_uri(b) for n, b in charts.items()})
+                ),
+                "html": MetadataValue.path(str(paths["html"])),
+                "markdown": MetadataValue.path(str(paths["md"])),
+                "jobs": MetadataValue.int(t.jobs),
+                "failed": MetadataValue.int(t.failed),
+                "GPU-hours lost": MetadataValue.float(t.gpu_hours_lost_total),
+                "ambiguous rate": MetadataValue.float(round(t.rate("ambiguous"), 4)),
+                "unattributed rate": MetadataValue.float(round(t.rate("unattributed"), 4)),
+                "repeat offenders": MetadataValue.int(len(rep.offenders)),
+            }
+        )
+
+    return [weekly_report]
+
+
+def build_report_schedule(report_assets: list[AssetsDefinition]) -> ScheduleDefinition:
+    """Mondays 06:00 UTC: every scope's report of the week that just ended."""
+    job = define_asset_job(
+        REPORT_JOB,
+        selection=report_assets,
+        partitions_def=report_assets[0].partitions_def,
+        description="Weekly failure reports (every scope of one week).",
+    )
+    return build_schedule_from_partitioned_job(
+        job, name="weekly_report_schedule", hour_of_day=6, minute_of_hour=0
+    )
