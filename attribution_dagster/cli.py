@@ -26,6 +26,8 @@ examples:
   attribution run samples                 # every case, through Dagster, into SQLite
   attribution run samples --direct --db postgresql+psycopg://user@host/db
   attribution rules                       # the rule catalog
+  attribution backfill atlas --since 2026-10-01 --until 2026-11-12
+  attribution report --week 2026-W46 --cluster atlas --out /tmp/report
 
 exit codes: 0 an analysis was made (whatever its outcome), 2 bad input, 3 internal error
 """
@@ -96,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="persistent Dagster instance (runs then show in `make ui`; "
                    "default: a throwaway one)")
     _add_settings_args(r)
+
+    from attribution_dagster.cli_fleet import add_fleet_parsers
+
+    add_fleet_parsers(sub)  # backfill, report (docs/fleet.md)
 
     sub.add_parser("rules", help="list the attribution rules (docs/rules.md has the details)")
     sub.add_parser("parsers", help="list the log/metric parsers (docs/parsers.md)")
@@ -211,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_analyze(args)
         if args.command == "run":
             return cmd_run(args)
+        if args.command in ("backfill", "report"):
+            from attribution_dagster import cli_fleet
+
+            return cli_fleet.cmd_backfill(args) if args.command == "backfill" else (
+                cli_fleet.cmd_report(args))
         return cmd_catalog(args.command)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)

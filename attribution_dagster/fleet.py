@@ -40,6 +40,9 @@ KEY_FORMATS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d-%H:%M"}
 STEPS = {"daily": timedelta(days=1), "hourly": timedelta(hours=1)}
 PAGE = 1000  # pending jobs read per query
 
+# Set by `attribution backfill` so the bar moves while Dagster runs the window in-process.
+PROGRESS_HOOK: Callable[[int], None] | None = None
+
 
 class WindowError(Exception):
     """A window could not be listed or attributed; the message says which and why."""
@@ -295,6 +298,7 @@ def attribute_window(
     outcome says which jobs could not be done; the caller decides whether that fails.
     """
     t0 = time.perf_counter()
+    progress = progress or PROGRESS_HOOK
     settings = settings or AnalysisSettings(workers=1)
     if settings.workers != 1:
         settings = settings.model_copy(update={"workers": 1})  # the pool is the parallelism

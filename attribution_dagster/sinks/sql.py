@@ -214,8 +214,8 @@ def job_row(ctx: ExecutionContext, window: str = "") -> dict[str, Any]:
 def suspect_rows(result: AttributionResult) -> list[dict[str, Any]]:
     """What the result blames, one row per thing a person would go and fix.
 
-    A node-scope result names its nodes, and each GPU (by PCI bus id, else index) and
-    network port of its suspects. A shared-scope result names no node; the engine does not
+    A node-scope result names its nodes, each GPU of a GPU fault (by PCI bus id, else
+    index) and each network port of a network fault. A shared-scope result names no node; the engine does not
     see the topology, so a shared fabric fault is keyed by the port name and the set of
     nodes it hit together (`switch`: `mlx5_5 @ node-a,node-b,...`), storage by category.
     """
@@ -230,10 +230,12 @@ def suspect_rows(result: AttributionResult) -> list[dict[str, Any]]:
     else:
         for node in result.suspect_nodes:
             rows.append(("node", node, node))
+        gpu_fault = (result.category or "").startswith("gpu.")
         for s in result.suspects:
-            if s.pci or s.gpu is not None:
+            # A network fault's PCI id is the NIC's, and a GPU fault's port an NVLink link.
+            if s.gpu is not None or (gpu_fault and s.pci):
                 rows.append(("gpu", f"{s.node}/{s.pci or f'gpu{s.gpu}'}", s.node))
-            if s.port:
+            if s.port and not gpu_fault:
                 rows.append(("port", f"{s.node}/{s.port}", s.node))
     seen: set[tuple[str, str]] = set()
     out = []
