@@ -102,6 +102,15 @@ class SensorConfig(BaseModel):
     settle_seconds: float = Field(
         default=5.0, ge=0, description="ignore a context.json changed this recently"
     )
+    # finished-job sensors (one per cluster with a scheduler)
+    scheduler_interval_seconds: int = Field(default=60, ge=1)
+    max_jobs_per_tick: int = Field(default=200, ge=1, le=10_000)
+    overlap_seconds: float = Field(
+        default=600.0, ge=0, description="re-list jobs that ended this long before the cursor"
+    )
+    first_lookback_seconds: float = Field(
+        default=3600.0, ge=0, description="on the first tick, jobs that ended this long ago"
+    )
 
 
 class AnalysisConfig(BaseModel):

@@ -20,13 +20,13 @@ from attribution_dagster.connectors.base import failed_coverage
 from attribution_dagster.connectors.files import LocalFilesClient
 from attribution_dagster.connectors.static import StaticContextClient
 from attribution_dagster.models import (
-    MetricSample,
-    RawRecord,
     AnalysisSettings,
     AttributionResult,
     ExecutionContext,
+    MetricSample,
     Observation,
     RawEvidence,
+    RawRecord,
     SourceCoverage,
 )
 from attribution_dagster.rules.engine import RuleEngine, load_engine
@@ -113,8 +113,9 @@ def collect_evidence(
                 source="none",
                 status="empty",
                 nodes_missing=list(ctx.nodes),
-                errors=[f"{where}no evidence source is configured for cluster "
-                        f"{ctx.cluster or '(none)'}"],
+                errors=[
+                    f"{where}no evidence source is configured for cluster {ctx.cluster or '(none)'}"
+                ],
             )
         )
     return RawEvidence(job_id=ctx.job_id, records=records, samples=samples, coverage=coverage)
