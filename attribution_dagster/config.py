@@ -301,7 +301,9 @@ def load_config(
     try:
         return AttributionConfig.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(x) for x in first["loc"])
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"{source}: field '{field}': {msg}") from None
+        problems = []
+        for err in e.errors()[:3]:
+            field = ".".join(str(x) for x in err["loc"])
+            problems.append(f"field '{field}': {str(err['msg']).removeprefix('Value error, ')}")
+        more = f" (and {e.error_count() - 3} more)" if e.error_count() > 3 else ""
+        raise ConfigError(f"{source}: {'; '.join(problems)}{more}") from None

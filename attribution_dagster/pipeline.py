@@ -73,10 +73,12 @@ def collect_evidence(
 ) -> RawEvidence:
     """Prefiltered log lines and metric samples for the job's nodes and window.
 
-    From the case directory when it holds evidence, else from `sources` (the cluster's
-    back-ends). A source that fails is one `failed` coverage entry; the others still count.
+    From the case directory (`case`, else the context's `case_dir`) when it holds evidence,
+    else from `sources` (the cluster's back-ends). A source that fails is one `failed`
+    coverage entry; the others still count.
     """
     settings = settings or AnalysisSettings()
+    case = case if case is not None else ctx.case_dir
     window = settings.window(ctx)
     anchors = catalog().anchors()
     records: list[RawRecord] = []
@@ -155,7 +157,7 @@ def analyze_context(
     sources: EvidenceSources | None = None,
 ) -> AttributionResult:
     settings = settings or AnalysisSettings()
-    raw = collect_evidence(case or ctx.case_dir, ctx, settings, sources=sources)
+    raw = collect_evidence(case, ctx, settings, sources=sources)
     observations = normalize(raw, ctx)
     return attribute(ctx, observations, raw.coverage, settings)
 

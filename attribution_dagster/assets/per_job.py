@@ -122,7 +122,7 @@ def raw_evidence(
         stored = StoredContext.model_validate_json(up or "")
         cluster = clusters.get(stored.context.cluster)
         raw = pipeline.collect_evidence(
-            stored.case_dir or stored.context.case_dir,
+            stored.case_dir,
             stored.context,
             settings,
             files=client,
