@@ -14,7 +14,6 @@ then missing and a backfill fills them. Without configured clusters the dimensio
 key, `default`, whose windows fail with "no scheduler configured".
 """
 
-import json
 from typing import Any
 
 from dagster import (
@@ -35,8 +34,12 @@ from pydantic import Field
 from attribution_dagster import fleet
 from attribution_dagster.assets.metadata import md_table
 from attribution_dagster.clusters import Cluster
-from attribution_dagster.config import AttributionConfig, ClusterConfig
-from attribution_dagster.resources import AnalysisSettingsResource, SqlSinkResource
+from attribution_dagster.config import AttributionConfig
+from attribution_dagster.resources import (
+    AnalysisSettingsResource,
+    ClustersResource,
+    SqlSinkResource,
+)
 
 GROUP = "fleet"
 CLUSTER_DIM = "cluster"
@@ -46,33 +49,27 @@ WINDOW_ASSET_NAMES = ("finished_jobs", "window_attributions")
 
 
 class FleetResource(ConfigurableResource):
-    """The configured clusters (scheduler and evidence sources) and the window pool's size.
+    """The window length, the window pool's size and where weekly reports go (`fleet:`)."""
 
-    `clusters_json` is the `clusters:` block as JSON; it holds names of environment
-    variables for secrets, never the secrets themselves.
-    """
-
-    clusters_json: str = Field(default="{}", description="clusters: block of attribution.yaml")
     window: str = Field(default="daily", description="hourly | daily")
     workers: int | None = Field(default=None, description="pool processes; None = cores")
     chunk_size: int = Field(default=50, ge=1, description="jobs per pool task")
     reports_dir: str = Field(default=".attribution/reports", description="weekly reports")
 
-    def cluster(self, name: str) -> Cluster:
-        configs = json.loads(self.clusters_json)
-        return Cluster(name, ClusterConfig.model_validate(configs.get(name) or {}))
-
 
 def fleet_resource(config: AttributionConfig) -> FleetResource:
-    clusters = {n: c.model_dump(mode="json", exclude_none=True) for n, c in config.clusters.items()}
     f = config.fleet
     return FleetResource(
-        clusters_json=json.dumps(clusters, sort_keys=True),
         window=f.window,
         workers=f.workers,
         chunk_size=f.chunk_size,
         reports_dir=str(f.reports_path(config.base_dir)),
     )
+
+
+def _cluster(clusters: ClustersResource, name: str) -> Cluster:
+    """The configured cluster, or an empty one whose scheduler says it is not configured."""
+    return clusters.get(name) or Cluster(name)
 
 
 def cluster_names(config: AttributionConfig) -> list[str]:
@@ -110,7 +107,10 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         "warehouse (attribution_jobs).",
     )
     def finished_jobs(
-        context: AssetExecutionContext, fleet_config: FleetResource, sink: SqlSinkResource
+        context: AssetExecutionContext,
+        fleet_config: FleetResource,
+        clusters: ClustersResource,
+        sink: SqlSinkResource,
     ) -> MaterializeResult:
         s = sink.get_sink()
         granularity = fleet_config.window
@@ -119,7 +119,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
             cluster, window = split_key(partitions, key)
             try:
                 listed[key] = fleet.list_window(
-                    s, fleet_config.cluster(cluster), window, granularity  # type: ignore[arg-type]
+                    s, _cluster(clusters, cluster), window, granularity  # type: ignore[arg-type]
                 )
             except fleet.WindowError as exc:
                 raise Failure(description=str(exc), allow_retries=True) from None
@@ -141,6 +141,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
     def window_attributions(
         context: AssetExecutionContext,
         fleet_config: FleetResource,
+        clusters: ClustersResource,
         sink: SqlSinkResource,
         analysis: AnalysisSettingsResource,
     ) -> MaterializeResult:
@@ -150,7 +151,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
             cluster, window = split_key(partitions, key)
             out = fleet.attribute_window(
                 s,
-                fleet_config.cluster(cluster),
+                _cluster(clusters, cluster),
                 window,
                 fleet_config.window,  # type: ignore[arg-type]
                 settings=analysis.settings(),
