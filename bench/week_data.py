@@ -1,8 +1,9 @@
 """A synthetic week of small finished jobs for the fleet path (`make bench-week`, tests).
 
 Writes a scheduler answer, `jobs.jsonl` (one execution context per line, as a `static`
-scheduler reads it, each with its `case_dir`), and one tiny log tree per job:
-`cases/<job>/logs/<node>/{kern.log,app.log}`. Every category of the catalog occurs, plus
+scheduler reads it, each with its `case_dir`), and one tiny case per job:
+`cases/<shard>/<job>/{context.json,logs/<node>/{kern.log,app.log}}` (shards of 1,000 jobs,
+so `cases/00` is a case tree the per-job path can run). Every category of the catalog occurs, plus
 completed, ambiguous and unattributed jobs; node counts follow a realistic mix (mostly
 1-8 nodes, a few 16-32). A few repeat offenders are planted:
 
@@ -173,7 +174,7 @@ def generate(out: Path, jobs: int = 10_000, seed: int = 46, week_start: datetime
             fail_at = end - timedelta(seconds=rng.randint(20, 90))
             state, exit_code = STATE.get(p.kind, ("FAILED", 1))
             kern, app = ({}, {}) if p.kind == "completed" else _cause_lines(p, fail_at, job)
-            case = cases / job
+            case = cases / f"{i // 1000:02d}" / job  # shards of 1,000: cases/00 feeds run
             for nd in p.nodes:
                 d = case / "logs" / nd
                 d.mkdir(parents=True, exist_ok=True)
@@ -194,6 +195,8 @@ def generate(out: Path, jobs: int = 10_000, seed: int = 46, week_start: datetime
                 "case_dir": str(case), "job_name": p.kind,
             }
             fh.write(json.dumps(ctx) + "\n")
+            own = {k: v for k, v in ctx.items() if k != "case_dir"}
+            (case / "context.json").write_text(json.dumps(own), encoding="utf-8")
     return path
 
 
