@@ -134,9 +134,12 @@ STATE = {
 
 
 def generate(out: Path, jobs: int = 10_000, seed: int = 46, week_start: datetime = WEEK_START,
-             cluster: str = CLUSTER) -> Path:
+             cluster: str = CLUSTER, first_id: int | None = None) -> Path:
     """Write `out/jobs.jsonl` and `out/cases/`; return the JSONL path."""
     rng = random.Random(seed)
+    # job ids differ between weeks, so several generated weeks share one warehouse
+    first = first_id if first_id is not None else 7_000_000 + 100_000 * (
+        (week_start - WEEK_START).days // 7)
     out.mkdir(parents=True, exist_ok=True)
     cases = out / "cases"
     kinds = [k for k, _ in MIX]
@@ -156,7 +159,7 @@ def generate(out: Path, jobs: int = 10_000, seed: int = 46, week_start: datetime
     week = timedelta(days=7)
     with path.open("w", encoding="utf-8") as fh:
         for i in range(jobs):
-            job = str(7_000_000 + i)
+            job = str(first + i)
             p = plant_at.get(i)
             if p is None:
                 kind = rng.choices(kinds, weights)[0]
