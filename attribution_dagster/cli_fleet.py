@@ -92,13 +92,13 @@ def _fmt_secs(s: float) -> str:
 class Progress:
     """One status line on stderr: a bar over windows, jobs done, rate and ETA."""
 
-    def __init__(self, label: str, windows: int, out: TextIO = sys.stderr) -> None:
-        self.label, self.windows, self.out = label, windows, out
+    def __init__(self, label: str, windows: int, out: TextIO | None = None) -> None:
+        self.label, self.windows, self.out = label, windows, out or sys.stderr
         self.done_windows = 0
         self.jobs = 0
         self.t0 = time.monotonic()
         self.current = ""
-        self.tty = out.isatty()
+        self.tty = self.out.isatty()
         self._last = 0.0
 
     def window_started(self, key: str) -> None:

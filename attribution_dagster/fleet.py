@@ -28,7 +28,7 @@ from sqlalchemy import and_, exists, func, select
 
 from attribution_dagster import pipeline
 from attribution_dagster.clusters import Cluster
-from attribution_dagster.config import ClusterConfig, ConfigError
+from attribution_dagster.config import ConfigError
 from attribution_dagster.connectors.base import JobQuery
 from attribution_dagster.models import AnalysisSettings, AttributionResult, ExecutionContext
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table, windows_table
@@ -237,8 +237,8 @@ def count_jobs(sink: SqlSink, cluster: str, key: str, rules_version: str) -> tup
 _worker: dict[str, Any] = {}
 
 
-def _init_worker(name: str, config: ClusterConfig, settings: AnalysisSettings) -> None:
-    _worker["cluster"] = Cluster(name, config)
+def _init_worker(cluster: Cluster, settings: AnalysisSettings) -> None:
+    _worker["cluster"] = cluster
     _worker["settings"] = settings
     pipeline.catalog()
     pipeline.engine()
@@ -323,18 +323,19 @@ def attribute_window(
             progress(len(batch))
 
     if workers <= 1:
-        _init_worker(cluster.name, cluster.config, settings)
+        _init_worker(cluster, settings)
         for chunk in chunks:
             take(_attribute_chunk(chunk))
     else:
-        ctx = multiprocessing.get_context(
-            "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-        )
+        fork = "fork" in multiprocessing.get_all_start_methods()
+        pipeline.catalog()  # loaded once here, inherited by forked workers
+        pipeline.engine()
         with ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=ctx,
+            mp_context=multiprocessing.get_context("fork" if fork else None),
             initializer=_init_worker,
-            initargs=(cluster.name, cluster.config, settings),
+            # forked workers inherit the cluster's clients; spawned ones rebuild them
+            initargs=(cluster if fork else Cluster(cluster.name, cluster.config), settings),
         ) as pool:
             inflight: set[Future[list[JobOutcome]]] = set()
             for chunk in chunks:
