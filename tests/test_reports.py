@@ -53,7 +53,7 @@ def fill(url: str, jsonl: Path, cluster: str = week_data.CLUSTER) -> int:
     scheduler = {"kind": "static", "path": str(jsonl)}
     c = Cluster(cluster, ClusterConfig.model_validate({"scheduler": scheduler}))
     ends = [ExecutionContext.model_validate_json(line).end for line in jsonl.open()]
-    start, end = min(ends), max(ends) + timedelta(days=1)
+    start, end = min(ends), max(ends) + timedelta(seconds=1)
     n = 0
     for key in fleet.window_keys("daily", start, end):
         fleet.list_window(sink, c, key)
@@ -171,7 +171,9 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
     )
     config = load_config(cfg)
     defs = build_definitions(config)
-    report_asset = defs.resolve_assets_def("weekly_report")
+    from attribution_dagster.assets.reports import build_report_assets
+
+    [report_asset] = build_report_assets(config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         r = materialize(
