@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CASES  ?= samples
 
-.PHONY: setup run test bench ui screenshot lint docs clean
+.PHONY: setup run test bench bench-week ui screenshot lint docs clean
 
 setup: $(STAMP)
 
@@ -36,6 +36,11 @@ test: $(STAMP)
 ## Speed and memory against grep on a generated 64-node case.
 bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py
+
+## A synthetic week of 10,000 small jobs: the window path through Dagster vs the engine
+## directly, the weekly report's planted offenders, the per-job path on 1,000 (docs/fleet.md).
+bench-week: $(STAMP)
+	$(BIN)/python bench/week.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check attribution_dagster tests bench

@@ -29,13 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import and_, exists, func, select
+from sqlalchemy import and_, exists, func, or_, select
 
 from attribution_dagster.models import CATEGORIES
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table, suspects_table
 
 FLEET = "fleet"
-MAX_OFFENDERS = 25
+MAX_OFFENDERS = 10  # shown per kind; the report model keeps all
+# Repeat offenders are infrastructure: a node blamed for a job's own Python error, OOM or
+# time limit is where the job ran, not something to go and fix.
+INFRA_PREFIXES = ("gpu.", "network.", "node.", "storage")
 OFFENDER_KINDS = ("node", "gpu", "port", "switch", "storage")
 KIND_LABELS = {
     "node": "node",
@@ -230,10 +233,11 @@ def repeat_offenders(
     no_job = ~exists().where(j.c.cluster == r.c.cluster, j.c.job_id == r.c.job_id)
     in_week = week_job | (no_job & (r.c.analyzed_at >= start) & (r.c.analyzed_at < end))
     # Only names that recur at all: the database does the first cut.
+    infra = or_(*[r.c.category.startswith(p) for p in INFRA_PREFIXES])
     recurring = (
         select(s.c.kind, s.c.name)
         .select_from(s.join(r, r.c.id == s.c.result_id))
-        .where(in_week, _scope_clause(r, cluster))
+        .where(in_week, infra, _scope_clause(r, cluster))
         .group_by(s.c.kind, s.c.name)
         .having(func.count(func.distinct(r.c.cluster + "/" + r.c.job_id)) >= min_jobs)
     ).subquery()
@@ -244,7 +248,7 @@ def repeat_offenders(
                 recurring, and_(recurring.c.kind == s.c.kind, recurring.c.name == s.c.name)
             )
         )
-        .where(in_week, _scope_clause(r, cluster))
+        .where(in_week, infra, _scope_clause(r, cluster))
     )
     jobs: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
     cats: defaultdict[tuple[str, str], Counter[str]] = defaultdict(Counter)
@@ -276,7 +280,7 @@ def build_report(url: str, week: str | date, cluster: str | None = None) -> Week
         end=end,
         this=week_stats(sink, start, end, cluster),
         previous=week_stats(sink, start - timedelta(days=7), start, cluster),
-        offenders=repeat_offenders(sink, start, end, cluster)[: MAX_OFFENDERS * 4],
+        offenders=repeat_offenders(sink, start, end, cluster),
     )
 
 
@@ -327,11 +331,13 @@ def category_rows(rep: WeeklyReport) -> list[list[str]]:
 
 
 def offender_rows(rep: WeeklyReport, limit: int = MAX_OFFENDERS) -> list[list[str]]:
+    """The worst `limit` of each kind (node, GPU, port, switch, storage), in that order."""
     rows = []
-    for o in rep.offenders[:limit]:
-        shown = ", ".join(o.jobs[:8]) + (f" (+{len(o.jobs) - 8})" if len(o.jobs) > 8 else "")
-        cats = ", ".join(f"{k} x{v}" for k, v in o.categories.items())
-        rows.append([KIND_LABELS.get(o.kind, o.kind), o.name, str(len(o.jobs)), cats, shown])
+    for kind in OFFENDER_KINDS:
+        for o in rep.offenders_of(kind)[:limit]:
+            shown = ", ".join(o.jobs[:8]) + (f" (+{len(o.jobs) - 8})" if len(o.jobs) > 8 else "")
+            cats = ", ".join(f"{k} x{v}" for k, v in o.categories.items())
+            rows.append([KIND_LABELS.get(o.kind, o.kind), o.name, str(len(o.jobs)), cats, shown])
     return rows
 
 
@@ -430,7 +436,7 @@ def render_markdown(rep: WeeklyReport, images: dict[str, str]) -> str:
     if t.failed_without_gpu_count:
         parts.append(f"{t.failed_without_gpu_count} failed jobs had no GPU count from the "
                      "scheduler; their GPU-hours are not counted.")
-    parts.append("## Repeat offenders (suspect in two or more jobs)")
+    parts.append("## Repeat offenders (suspect of an infrastructure failure in two or more jobs)")
     parts.append(_md_table(OFFENDER_HEADER, offender_rows(rep)) if rep.offenders
                  else "None this week.")
     parts.append("## Why jobs stayed ambiguous or unattributed")
@@ -485,7 +491,7 @@ time, UTC). Generated {rep.generated_at:%Y-%m-%d %H:%M} UTC by attribution-dagst
 <h2>Failed jobs and GPU-hours lost by category</h2>
 <div class=charts>{img.get("failed_by_category", "")}{img.get("gpu_hours_lost", "")}</div>
 {_html_table(CATEGORY_HEADER, category_rows(rep))}{gpu_note}
-<h2>Repeat offenders (suspect in two or more jobs)</h2>{off}
+<h2>Repeat offenders (suspect of an infrastructure failure in two or more jobs)</h2>{off}
 <h2>Why jobs stayed ambiguous or unattributed</h2>{amb}{una}
 <h2>Jobs per day</h2><div class=charts>{img.get("jobs_per_day", "")}</div>
 </body></html>
