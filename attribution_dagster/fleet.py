@@ -28,7 +28,6 @@ from sqlalchemy import and_, exists, func, select
 
 from attribution_dagster import pipeline
 from attribution_dagster.clusters import Cluster
-from attribution_dagster.config import ConfigError
 from attribution_dagster.connectors.base import JobQuery
 from attribution_dagster.models import AnalysisSettings, AttributionResult, ExecutionContext
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table, windows_table
@@ -169,7 +168,7 @@ def list_window(
     start, end = window_bounds(key, granularity)
     try:
         contexts = cluster.scheduler.finished_jobs(JobQuery(since=start, until=end))
-    except (ConfigError, Exception) as exc:  # noqa: BLE001 - any scheduler failure fails the window
+    except Exception as exc:  # noqa: BLE001 - ConfigError, SchedulerError, anything: this window fails
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         reason = f"{cluster.name} {key}: scheduler unreachable: {text}"
         record_window(sink, cluster.name, key, granularity, "failed", error=reason)
