@@ -19,6 +19,7 @@ from dagster import (
 
 from attribution_dagster.assets import build_job_assets
 from attribution_dagster.config import AttributionConfig, load_config
+from attribution_dagster.instance_tuning import tune_local_instance
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
@@ -111,4 +112,7 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
     )
 
 
+# Run workers load this module: their event writes to a SQLite instance skip the fsync per
+# event (see instance_tuning.py); a PostgreSQL instance is unaffected.
+tune_local_instance()
 defs = build_definitions()
