@@ -30,6 +30,7 @@ from attribution_dagster.resources import (
     StdoutSinkResource,
 )
 from attribution_dagster.sensors import build_case_directory_sensor, build_finished_jobs_sensor
+from attribution_dagster.sensors.retention import build_job_retention_sensor
 from attribution_dagster.sinks.sql import default_sqlite_url
 
 ATTRIBUTE_JOB = "attribute_job"
@@ -103,6 +104,8 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
         for name, cluster in config.clusters.items()
         if cluster.scheduler is not None and cluster.sensor
     ]
+    if s.retention_days is not None:
+        sensors.append(build_job_retention_sensor(s.retention_days))
     return Definitions(
         assets=assets,
         jobs=[job],
