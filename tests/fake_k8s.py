@@ -22,8 +22,14 @@ from fake_http import FakeHTTPServer, Request
 
 FIXTURES = Path(__file__).parent / "fixtures" / "k8s"
 
-PLURALS = {"Workload": "workloads", "JobSet": "jobsets", "Job": "jobs", "Pod": "pods",
-           "Event": "events", "Node": "nodes"}
+PLURALS = {
+    "Workload": "workloads",
+    "JobSet": "jobsets",
+    "Job": "jobs",
+    "Pod": "pods",
+    "Event": "events",
+    "Node": "nodes",
+}
 
 
 def load_items(name: str) -> list[dict[str, Any]]:
@@ -31,8 +37,16 @@ def load_items(name: str) -> list[dict[str, Any]]:
 
 
 def status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "details": details, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": details,
+        "code": code,
+    }
 
 
 def _matches(labels: dict[str, str], selector: str | None) -> bool:
@@ -85,7 +99,7 @@ class FakeKubeAPI:
         parts = req.path.strip("/").split("/")
         # api/v1/... or apis/<group>/<version>/...
         base = parts[:2] if parts[0] == "api" else parts[:3]
-        rest = parts[len(base):]
+        rest = parts[len(base) :]
         namespace = None
         if len(rest) >= 2 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
@@ -94,7 +108,8 @@ class FakeKubeAPI:
         plural, name = rest[0], (rest[1] if len(rest) > 1 else None)
         collection = "/" + "/".join([*base, plural])
         items = [
-            o for o in self.objects
+            o
+            for o in self.objects
             if self._collection(o) == collection
             and (namespace is None or o["metadata"].get("namespace") == namespace)
         ]
@@ -107,16 +122,29 @@ class FakeKubeAPI:
                 if o["metadata"]["name"] == name:
                     return 200, o
             group = base[1] if base[0] == "apis" else ""
-            return 404, status(404, "NotFound", f'{plural}{"." + group if group else ""} '
-                               f'"{name}" not found', name=name, group=group, kind=plural)
-        items = [o for o in items
-                 if _matches(o["metadata"].get("labels") or {}, req.arg("labelSelector"))]
+            return 404, status(
+                404,
+                "NotFound",
+                f'{plural}{"." + group if group else ""} "{name}" not found',
+                name=name,
+                group=group,
+                kind=plural,
+            )
+        items = [
+            o
+            for o in items
+            if _matches(o["metadata"].get("labels") or {}, req.arg("labelSelector"))
+        ]
         offset = int(req.arg("continue") or 0)
         limit = int(req.arg("limit") or 0) or len(items) or 1
-        page = items[offset:offset + limit]
+        page = items[offset : offset + limit]
         meta: dict[str, Any] = {"resourceVersion": "123456"}
         if offset + limit < len(items):
             meta["continue"] = str(offset + limit)
         kind = (page[0]["kind"] if page else plural.capitalize().rstrip("s")) + "List"
-        return 200, {"apiVersion": "/".join(base[1:]), "kind": kind, "metadata": meta,
-                     "items": page}
+        return 200, {
+            "apiVersion": "/".join(base[1:]),
+            "kind": kind,
+            "metadata": meta,
+            "items": page,
+        }

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from attribution_dagster.connectors.base import (
     BackendConfig,
@@ -106,6 +106,19 @@ class KueueConfig(BackendConfig):
     placements_password_env: str | None = Field(
         default=None, description="NAME of the env var holding that database's password"
     )
+
+    @field_validator("placements_url")
+    @classmethod
+    def _no_password(cls, v: str | None) -> str | None:
+        if v:
+            from sqlalchemy.engine import make_url
+
+            if make_url(v).password:
+                raise ValueError(
+                    "placements_url must not hold a password: name the environment "
+                    "variable holding it in placements_password_env"
+                )
+        return v
 
     def client(
         self,
