@@ -451,3 +451,32 @@ def test_placements_url_refuses_a_password():
         placements_url="postgresql+psycopg://u@db/attribution", placements_password_env="PW"
     )
     assert ok.placements_password_env == "PW"
+
+
+def test_pod_lost_with_its_node_is_node_fail_and_restarts_are_named():
+    """The recorded JobSet where the first pod to die was deleted by the taint manager
+    (`DisruptionTarget` reason `DeletionByTaintManager`, the Kubernetes pod-disruption
+    condition of a NotReady node) after 2 JobSet restarts -> NODE_FAIL, restarts in reason.
+    Shapes: tests/fixtures/k8s/jobset-failed-oom.json, core/v1 Pod conditions."""
+    items = load_items("jobset-failed-oom.json")
+    wl = next(i for i in items if i["kind"] == "Workload")
+    owner = copy.deepcopy(next(i for i in items if i["kind"] == "JobSet"))
+    owner["status"]["restarts"] = 2
+    jobs = [i for i in items if i["kind"] == "Job"]
+    pods = copy.deepcopy([i for i in items if i["kind"] == "Pod"])
+    lost = pods[3]
+    lost["status"]["containerStatuses"][0]["state"]["terminated"].update(
+        exitCode=137, reason="Error", finishedAt="2026-12-01T12:13:40Z"
+    )
+    lost["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "DeletionByTaintManager",
+            "message": "Taint manager: deleting due to NoExecute taint",
+            "lastTransitionTime": "2026-12-01T12:13:39Z",
+        }
+    )
+    state, exit_code, reason, step = classify(wl, "finished", owner, jobs, pods)
+    assert state is JobState.NODE_FAIL and step == lost["metadata"]["name"]
+    assert exit_code == 137 and "2 JobSet restarts" in reason

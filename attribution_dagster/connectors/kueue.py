@@ -401,6 +401,9 @@ def classify(
     if _true(owner_failed) and owner_failed.get("reason"):  # type: ignore[union-attr]
         detail.insert(0, str(owner_failed["reason"]))  # type: ignore[index]
     detail = list(dict.fromkeys(detail))
+    restarts = int(((owner or {}).get("status") or {}).get("restarts") or 0)
+    if restarts:
+        detail.append(f"{restarts} JobSet restart{'s' if restarts != 1 else ''}")
     reason = f"{message} ({', '.join(detail)})" if detail and message else message or None
     if "DeadlineExceeded" in detail or "DeadlineExceeded" in message:
         return JobState.TIMEOUT, exit_code, reason, step
@@ -562,6 +565,8 @@ class KueueClient:
                     f"{resource}/{self.config.jobset_version} API"
                 )
             return JobNotFound(f"{prefix} Not Found for {what} {resource}: {message}")
+        if status == 410:  # an expired `continue` token: listing again from the start works
+            return SchedulerError(f"{prefix} Gone to {what} {resource}: {message}", transient=True)
         if status == 429 or status >= 500:
             return SchedulerError(f"{prefix} to {what} {resource}: {message}", transient=True)
         if status == 0:
@@ -701,6 +706,23 @@ class KueueClient:
                 ns, f"{LEGACY_JOB_NAME_LABEL}={name}"
             )
             return f"Job/{name}", obj, [obj] if obj else [], pods
+        if kind == "Pod":  # Kueue's plain-pod integration: one pod or a pod group
+            pods = []
+            for ref in _meta(wl).get("ownerReferences") or []:
+                if ref.get("kind") == "Pod":
+                    try:
+                        pods.append(
+                            self._call(
+                                "get",
+                                "pods",
+                                self._core().read_namespaced_pod,
+                                str(ref.get("name", "")),
+                                ns,
+                            )
+                        )
+                    except JobNotFound:
+                        pass
+            return f"Pod/{name}", None, [], pods
         return f"{kind}/{name}", None, [], []
 
     # -- contexts -----------------------------------------------------------------------------
