@@ -35,6 +35,7 @@ from attribution_dagster.connectors.kueue import (
     KueueConfig,
     PodPlacement,
     classify,
+    first_failure,
     workload_end,
 )
 from attribution_dagster.models import JobState
@@ -120,6 +121,11 @@ def test_succeeded_job_and_an_oom_that_did_not_end_the_job(kube):
     assert ctx.state is JobState.COMPLETED and ctx.exit_code == 0 and not ctx.failed
     assert ctx.failing_step is None and ctx.reason == "Job finished successfully"
     assert ctx.nodes == ["gpu-node-101"] and ctx.pods[0].restarts == 1
+    pod = next(i for i in load_items("job-succeeded.json") if i["kind"] == "Pod")
+    assert first_failure([pod]) is None  # the survived OOM (lastState) is no failure
+    looping = copy.deepcopy(pod)  # ... unless the container was crash-looping at the end
+    looping["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    assert first_failure([looping]).oom
 
 
 def test_oom_after_the_first_failure_is_not_out_of_memory():

@@ -268,10 +268,22 @@ def _pod_terminations(pod: dict[str, Any]) -> list[Termination]:
         *(status.get("initContainerStatuses") or []),
         *(status.get("containerStatuses") or []),
     ]:
-        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
-            term = state.get("terminated")
-            if not term:
-                continue
+        state = cs.get("state") or {}
+        last = (cs.get("lastState") or {}).get("terminated")
+        terms = [state["terminated"]] if state.get("terminated") else []
+        # The previous crash counts when the container was crash-looping as the job ended
+        # (waiting) or was then killed by the teardown; a crash that was restarted and
+        # went on running or finished cleanly did not end the job.
+        if last and (
+            "waiting" in state
+            or (
+                terms
+                and terms[0].get("exitCode") in (137, 143)
+                and terms[0].get("reason") != "OOMKilled"
+            )
+        ):
+            terms.append(last)
+        for term in terms:
             code = term.get("exitCode")
             reason = str(term.get("reason") or "")
             if code in (0, None) and reason != "OOMKilled":
