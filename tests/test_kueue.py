@@ -486,3 +486,17 @@ def test_pod_lost_with_its_node_is_node_fail_and_restarts_are_named():
     state, exit_code, reason, step = classify(wl, "finished", owner, jobs, pods)
     assert state is JobState.NODE_FAIL and step == lost["metadata"]["name"]
     assert exit_code == 137 and "2 JobSet restarts" in reason
+
+
+def test_kueue_job_flows_through_analyze_job(kube):
+    """A configured kueue cluster feeds `pipeline.analyze_job` (the CLI's and the assets'
+    path): the recorded DeadlineExceeded Job (batch/v1 Job, Kueue Workload v1beta1 shapes)
+    becomes a result for `<namespace>/<workload>` that carries the scheduler's state."""
+    from attribution_dagster.pipeline import analyze_job
+
+    kube.load("job-deadline.json")
+    cluster = Cluster("atlas", ClusterConfig(scheduler={"kind": "kueue", "api_url": kube.url}))
+    result = analyze_job(cluster, "team-b/job-data-prep-91ab2")
+    assert result.job_id == "team-b/job-data-prep-91ab2" and result.cluster == "atlas"
+    assert result.failed and result.state == "TIMEOUT"
+    assert result.category == "scheduler.time_limit"
