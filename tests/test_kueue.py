@@ -500,3 +500,71 @@ def test_kueue_job_flows_through_analyze_job(kube):
     assert result.job_id == "team-b/job-data-prep-91ab2" and result.cluster == "atlas"
     assert result.failed and result.state == "TIMEOUT"
     assert result.category == "scheduler.time_limit"
+
+
+PG_URL = os.environ.get("ATTRIBUTION_TEST_PG_URL")
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param(
+            "postgresql",
+            id="postgresql",
+            marks=[
+                pytest.mark.postgres,
+                pytest.mark.skipif(
+                    not PG_URL and os.environ.get("ATTRIBUTION_REQUIRE_SERVICES") != "1",
+                    reason="ATTRIBUTION_TEST_PG_URL is not set",
+                ),
+            ],
+        ),
+    ]
+)
+def placement_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/results.db"
+    assert PG_URL, "ATTRIBUTION_REQUIRE_SERVICES=1 but ATTRIBUTION_TEST_PG_URL is not set"
+    from attribution_dagster.sinks.placements import metadata
+    from attribution_dagster.sinks.sql import shared_engine
+
+    metadata.drop_all(shared_engine(PG_URL))
+    return PG_URL
+
+
+def test_placement_store_upserts_reads_and_prunes(placement_url):
+    """The record on SQLite and PostgreSQL: created on first use, keyed on (cluster,
+    namespace, pod) so re-recording updates, read back per workload as PodRefs, pruned
+    by last-seen time. Names hostile to SQL are data, bound as parameters."""
+    store = PlacementStore(placement_url)
+    t0 = datetime(2026, 12, 1, 13, 0, tzinfo=timezone.utc)
+
+    def placement(pod: str, node: str, restarts: int = 0, workload: str = "wl-a"):
+        return PodPlacement(
+            cluster="atlas",
+            namespace="team-a",
+            workload=workload,
+            pod=pod,
+            node=node,
+            host_ip="10.0.0.1",
+            pod_ip="192.168.0.1",
+            started=t0,
+            restarts=restarts,
+        )
+
+    hostile = "p'); DROP TABLE attribution_pod_placements; --"
+    assert store.record([placement("p0", "n0"), placement(hostile, "n1")], now=t0) == 2
+    later = t0 + timedelta(hours=1)
+    store.record([placement("p0", "n0", restarts=3)], now=later)
+    store.record([placement("p9", "n9", workload="wl-b")], now=later)
+    assert store.count("atlas") == 3 and store.count("west") == 0
+    pods = {p.name: p for p in store.pods_for("atlas", "team-a", "wl-a")}
+    assert {(p.name, p.node, p.restarts) for p in pods.values()} == {
+        ("p0", "n0", 3),
+        (hostile, "n1", 0),
+    }
+    assert pods["p0"].started == t0 and pods["p0"].host_ip == "10.0.0.1"
+    assert store.prune(t0 + timedelta(minutes=30)) == 1  # the hostile pod, unseen since t0
+    assert [p.name for p in store.pods_for("atlas", "team-a", "wl-a")] == ["p0"]
+    # A second store on the same database finds the table and its rows.
+    assert PlacementStore(placement_url).count() == 2
