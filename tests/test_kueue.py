@@ -568,3 +568,29 @@ def test_placement_store_upserts_reads_and_prunes(placement_url):
     assert [p.name for p in store.pods_for("atlas", "team-a", "wl-a")] == ["p0"]
     # A second store on the same database finds the table and its rows.
     assert PlacementStore(placement_url).count() == 2
+
+
+def test_sensor_wiring_as_documented_loads_in_definitions(monkeypatch, tmp_path):
+    """The wiring docs/kubernetes.md gives the lead: one resource and one sensor per kueue
+    cluster, the database URL from the environment (EnvVar), loads as Definitions."""
+    from dagster import Definitions, EnvVar
+
+    from attribution_dagster.resources import KueuePlacementResource
+    from attribution_dagster.sensors import build_pod_placement_sensor, placement_resource_key
+
+    monkeypatch.setenv("ATTRIBUTION_SINK_URL", f"sqlite:///{tmp_path}/r.db")
+    clusters = {
+        "h100-east": ClusterConfig(scheduler={"kind": "kueue", "context": "east"}),
+        "static-lab": ClusterConfig(scheduler={"kind": "static", "path": str(tmp_path)}),
+    }
+    resources, sensors = {}, []
+    for name, cluster in clusters.items():
+        if cluster.scheduler is not None and cluster.scheduler.kind == "kueue":
+            resources[placement_resource_key(name)] = KueuePlacementResource.for_cluster(
+                name, cluster.scheduler, url=EnvVar("ATTRIBUTION_SINK_URL")
+            )
+            sensors.append(build_pod_placement_sensor(name))
+    defs = Definitions(sensors=sensors, resources=resources)
+    Definitions.validate_loadable(defs)
+    assert [s.name for s in defs.sensors] == ["pod_placement_sensor_h100_east"]
+    assert list(resources) == ["kueue_placements_h100_east"]
