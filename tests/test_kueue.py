@@ -252,7 +252,7 @@ def test_api_errors_are_one_line_with_the_right_transience(kube):
     refused = KueueConfig(api_url="http://127.0.0.1:9", timeout_seconds=2).client("atlas")
     with pytest.raises(SchedulerError) as e:
         refused.finished_jobs(q)
-    assert e.value.transient is True and "unreachable" in _one_line(e.value)
+    assert e.value.transient is True and "Connection refused" in _one_line(e.value)
 
     with pytest.raises(JobNotFound):
         client(kube).get_job("team-a/no-such-workload")

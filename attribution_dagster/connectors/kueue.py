@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -531,10 +532,14 @@ class KueueClient:
                     f"{self.config.timeout_seconds:g}s ({what} {resource})",
                     transient=True,
                 ) from None
+            cause = getattr(exc, "reason", None) or exc
+            errno = re.search(r"\[Errno -?\d+\][^'\"()]*", str(cause))
+            detail = errno.group(0).strip() if errno else type(cause).__name__
+            # A name that does not resolve is a configuration problem, not a passing one.
+            unknown_name = "Name or service not known" in detail or "[Errno -2]" in detail
             raise SchedulerError(
-                f"Kubernetes API at {self.host} is unreachable ({what} {resource}): "
-                f"{type(getattr(exc, 'reason', None) or exc).__name__}",
-                transient=True,
+                f"Kubernetes API at {self.host} is unreachable ({what} {resource}): {detail}",
+                transient=not unknown_name,
             ) from None
         except ValueError as exc:
             raise SchedulerError(
