@@ -17,11 +17,8 @@ from attribution_dagster.resources.static import StaticCasesResource
 __all__ = [
     "AnalysisSettingsResource",
     "AssetStoreResource",
-<<<<<<< HEAD
     "ClustersResource",
-=======
     "KueuePlacementResource",
->>>>>>> feat/kueue
     "LocalFilesResource",
     "SqlSinkResource",
     "StaticCasesResource",
