@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -270,6 +271,10 @@ def fetch_selector(names: Iterable[str], key: str, hosts: Iterable[str], extra: 
     return "{" + ",".join(matchers) + "}"
 
 
+class _Unreachable(SourceError):
+    """Connection refused or credentials rejected: every further query would fail alike."""
+
+
 # -- HTTP ---------------------------------------------------------------------------------
 
 
@@ -282,6 +287,13 @@ class _Stats:
     errors: list[str] = field(default_factory=list)
     transient: list[bool] = field(default_factory=list)
     failed_queries: int = 0
+
+
+def _verify(value: bool | str) -> bool | ssl.SSLContext:
+    """httpx wants an SSLContext for a CA bundle (a path string is deprecated)."""
+    if isinstance(value, str):
+        return ssl.create_default_context(cafile=value)
+    return value
 
 
 class PrometheusClient:
@@ -310,7 +322,7 @@ class PrometheusClient:
             headers=headers,
             auth=auth,
             timeout=config.timeout_seconds,
-            verify=config.verify_tls,
+            verify=_verify(config.verify_tls),
             transport=transport,
         )
 
@@ -347,7 +359,7 @@ class PrometheusClient:
                 transient=True,
             ) from None
         except httpx.ConnectError as exc:
-            raise SourceError(f"cannot connect to {where}: {exc}", transient=True) from None
+            raise _Unreachable(f"cannot connect to {where}: {exc}", transient=True) from None
         except httpx.HTTPError as exc:
             raise SourceError(f"{where}: {type(exc).__name__}: {exc}", transient=True) from None
         stats.bytes += len(resp.content)
@@ -360,7 +372,7 @@ class PrometheusClient:
         if isinstance(payload, dict) and payload.get("error"):
             detail = f": {payload.get('errorType', 'error')}: {payload['error']}"
         if code in (401, 403):
-            raise SourceError(f"{where} answered {code}: {self._auth_hint()}")
+            raise _Unreachable(f"{where} answered {code}: {self._auth_hint()}")
         if code == 429 or code >= 500:
             raise SourceError(f"{where} answered {code} on {path}{detail[:300]}", transient=True)
         if not isinstance(payload, dict) or "status" not in payload:
@@ -388,7 +400,6 @@ class PrometheusClient:
         self, ctx: ExecutionContext, window: Window
     ) -> tuple[list[MetricSample], SourceCoverage]:
         cfg = self.config
-        cov = SourceCoverage(source=self.name)
         stats = _Stats()
         index = NodeIndex.of(ctx)
         start, end = window.start.timestamp(), window.end.timestamp()
@@ -399,91 +410,98 @@ class PrometheusClient:
             str(a) for names in (ctx.node_addresses or {}).values() for a in names
         ]
         samples: list[MetricSample] = []
-
-        def note(exc: SourceError, what: str) -> None:
-            stats.errors.append(f"{what}: {exc}"[:500])
-            stats.transient.append(exc.transient)
-            stats.failed_queries += 1
-
-        def finish(status_hint: str | None = None) -> tuple[list[MetricSample], SourceCoverage]:
-            cov.queries, cov.bytes, cov.samples = stats.queries, stats.bytes, stats.samples
-            cov.records = len(samples)
-            cov.errors = stats.errors
-            if status_hint:
-                cov.status = status_hint  # type: ignore[assignment]
-            elif stats.failed_queries and stats.failed_queries == stats.queries:
-                cov.status = "failed"
-            elif stats.failed_queries or cov.nodes_missing:
-                cov.status = "partial" if cov.nodes_read or samples else (
-                    "failed" if stats.failed_queries else "empty")
-            else:
-                cov.status = "ok" if cov.nodes_read else "empty"
-            cov.retryable = bool(stats.transient) and all(stats.transient)
-            return samples, cov
-
-        if not ctx.nodes:
-            cov.errors.append("the job names no nodes")
-            return finish("empty")
-        extra = f",{cfg.extra_selector}" if cfg.extra_selector else ""
-        # 1. which node labels exist on these series
-        try:
-            names_re = exact_regex(all_names)
-            data = self.request(
-                "/api/v1/labels",
-                {"match[]": f"{{__name__=~{promql_string(names_re)}{extra}}}",
-                 "start": format_ts(start - 1), "end": format_ts(end)},
-                stats,
-            )
-        except SourceError as exc:
-            note(exc, "label discovery")
-            if exc.transient and "cannot connect" in str(exc):
-                cov.nodes_missing = list(ctx.nodes)
-                return finish("failed")
-            data = list(cfg.node_labels)  # fall back to every configured label
-        present = set(data) if isinstance(data, list) else set(cfg.node_labels)
-        keys = [k for k in cfg.node_labels if k in present]
-        if not keys:
-            cov.nodes_missing = list(ctx.nodes)
-            stats.errors.append(
-                "no series of the metric families in the window carries a node label "
-                f"({', '.join(cfg.node_labels)}); check node_labels and extra_selector"
-                if present else "Prometheus holds no series of the metric families in the window"
-            )
-            return finish("empty" if not stats.failed_queries else None)
-        sels = Selectors(node_regex(hosts), keys, cfg.extra_selector, length)
-        at = {"time": format_ts(end)}
-        # 2./3. per family: screen, then raw samples of the hits
-        for fam in families:
-            try:
-                hits = self._matrix(self.request("/api/v1/query",
-                                                 {"query": sels.screen(fam), **at}, stats))
-            except SourceError as exc:
-                note(exc, f"family {fam.id}")
-                if "cannot connect" in str(exc):
-                    break
-                continue
-            if hits:
-                samples.extend(self._fetch_hits(fam, hits, index, length, end, stats, note))
-        # 4. presence
         read: set[str] = set()
+        if not ctx.nodes:
+            stats.errors.append("the job names no nodes")
+            return self._coverage(ctx, window, samples, read, stats)
+
+        def ask(what: str, path: str, params: dict[str, Any]) -> Any:
+            try:
+                return self.request(path, params, stats)
+            except SourceError as exc:
+                stats.errors.append(f"{what}: {exc}"[:500])
+                stats.transient.append(exc.transient)
+                stats.failed_queries += 1
+                if isinstance(exc, _Unreachable):
+                    raise
+                return None
+
+        extra = f",{cfg.extra_selector}" if cfg.extra_selector else ""
+        at = {"time": format_ts(end)}
         try:
-            rows = self._matrix(self.request("/api/v1/query",
-                                             {"query": sels.presence(all_names), **at}, stats))
-            for row in rows:
+            # 1. which node labels exist on these series (on failure: try them all)
+            data = ask("label discovery", "/api/v1/labels", {
+                "match[]": f"{{__name__=~{promql_string(exact_regex(all_names))}{extra}}}",
+                "start": format_ts(start - 1),
+                "end": format_ts(end),
+            })
+            present = set(data) if isinstance(data, list) else set(cfg.node_labels)
+            keys = [k for k in cfg.node_labels if k in present]
+            if not keys:
+                stats.errors.append(
+                    "no series of the metric families in the window carries a node label "
+                    f"({', '.join(cfg.node_labels)}); check node_labels and extra_selector"
+                    if present - {"__name__"}
+                    else "Prometheus holds no series of "
+                    f"{', '.join(all_names[:3])}... in the window (check url and extra_selector)"
+                )
+                return self._coverage(ctx, window, samples, read, stats)
+            sels = Selectors(node_regex(hosts), keys, cfg.extra_selector, length)
+            # 2./3. per family: which series did something, then their raw samples
+            for fam in families:
+                data = ask(f"family {fam.id}", "/api/v1/query", {"query": sels.screen(fam), **at})
+                hits = self._result(data, stats, f"family {fam.id}")
+                if hits:
+                    samples.extend(self._fetch_hits(fam, hits, index, length, end, ask, stats))
+            # 4. which job nodes have any series of these families
+            data = ask("node presence", "/api/v1/query",
+                       {"query": sels.presence(all_names), **at})
+            for row in self._result(data, stats, "node presence"):
                 node = self._resolve(row["metric"], index, keys)
                 if node:
                     read.add(node)
+        except _Unreachable:
+            pass  # one line in errors already; the remaining queries would fail the same way
+        return self._coverage(ctx, window, samples, read, stats)
+
+    def _coverage(self, ctx: ExecutionContext, window: Window, samples: list[MetricSample],
+                  read: set[str], stats: _Stats) -> tuple[list[MetricSample], SourceCoverage]:
+        kept = sorted((s for s in samples if window.contains(s.time)),
+                      key=lambda s: (s.time, s.name, s.node))
+        read = read | {s.node for s in samples}
+        cov = SourceCoverage(
+            source=self.name,
+            nodes_read=[n for n in ctx.nodes if n in read],
+            nodes_missing=[n for n in ctx.nodes if n not in read],
+            queries=stats.queries,
+            bytes=stats.bytes,
+            samples=stats.samples,
+            records=len(kept),
+            out_of_window=len(samples) - len(kept),
+            errors=stats.errors,
+            retryable=bool(stats.transient) and all(stats.transient),
+        )
+        if stats.failed_queries and stats.failed_queries == stats.queries:
+            cov.status = "failed"
+        elif stats.failed_queries:
+            cov.status = "partial"
+        elif not cov.nodes_read:
+            cov.status = "empty"
+        else:
+            cov.status = "partial" if cov.nodes_missing else "ok"
+        return kept, cov
+
+    def _result(self, data: Any, stats: _Stats, what: str) -> list[dict[str, Any]]:
+        """The series of a query answer; a malformed answer is one error, not an exception."""
+        if data is None:
+            return []
+        try:
+            return self._matrix(data)
         except SourceError as exc:
-            note(exc, "node presence")
-        read.update(s.node for s in samples)
-        cov.nodes_read = [n for n in ctx.nodes if n in read]
-        cov.nodes_missing = [n for n in ctx.nodes if n not in read]
-        samples.sort(key=lambda s: (s.time, s.name, s.node))
-        out_of_window = [s for s in samples if not window.contains(s.time)]
-        if out_of_window:
-            cov.out_of_window = len(out_of_window)
-            samples = [s for s in samples if window.contains(s.time)]
-        return finish()
+            stats.errors.append(f"{what}: {exc}"[:500])
+            stats.failed_queries += 1
+            stats.transient.append(False)
+            return []
 
     def _resolve(self, labels: dict[str, str], index: NodeIndex, keys: Sequence[str]) -> str | None:
         for key in keys:
@@ -493,36 +511,31 @@ class PrometheusClient:
         return None
 
     def _fetch_hits(self, fam: Family, hits: list[dict[str, Any]], index: NodeIndex,
-                    length: float, end: float, stats: _Stats, note: Any) -> list[MetricSample]:
+                    length: float, end: float, ask: Any, stats: _Stats) -> list[MetricSample]:
+        """Raw samples (or, for long windows, stepped points) of the screened series."""
         cfg = self.config
-        keys = [k for k in cfg.node_labels]
         groups: dict[str, list[dict[str, str]]] = {}
         for hit in hits:
             labels = {k: str(v) for k, v in hit["metric"].items()}
-            for key in keys:
+            for key in cfg.node_labels:
                 if index.resolve(labels.get(key)) is not None:
                     groups.setdefault(key, []).append(labels)
                     break
         out: list[MetricSample] = []
-        raw = length <= cfg.raw_max_window_seconds
-        rng = duration(length) if raw else (
-            f"{duration(length)}:{duration(step_seconds(length, cfg.step_seconds))}")
+        rng = duration(length)
+        if length > cfg.raw_max_window_seconds:
+            rng += f":{duration(step_seconds(length, cfg.step_seconds))}"
         for key, group in groups.items():
             names = sorted({h.get("__name__", "") for h in group} - {""}) or list(fam.names)
             sel = fetch_selector(names, key, {h[key] for h in group}, cfg.extra_selector, group)
-            query = f"{sel}[{rng}]"
-            try:
-                rows = self._matrix(self.request("/api/v1/query",
-                                                 {"query": query, "time": format_ts(end)}, stats))
-            except SourceError as exc:
-                note(exc, f"family {fam.id} samples")
-                continue
-            for row in rows:
+            what = f"family {fam.id} samples"
+            data = ask(what, "/api/v1/query", {"query": f"{sel}[{rng}]", "time": format_ts(end)})
+            for row in self._result(data, stats, what):
                 labels = {k: str(v) for k, v in row["metric"].items()}
                 name = labels.pop("__name__", "")
                 values = row.get("values") or []
                 stats.samples += len(values)
-                node = self._resolve(labels, index, keys)
+                node = self._resolve(labels, index, cfg.node_labels)
                 if node is None or not name:
                     continue
                 for point in values:
