@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -264,7 +265,8 @@ def fetch_selector(names: Iterable[str], key: str, hosts: Iterable[str], extra: 
     if extra:
         matchers.append(extra)
     common = set.intersection(*(set(h) for h in hits)) if hits else set()
-    for label in sorted(common - {"__name__", key}):
+    pinned = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", extra))
+    for label in sorted(common - {"__name__", key} - pinned):
         values = {h[label] for h in hits}
         if len(values) <= max_values:
             matchers.append(f"{label}=~{promql_string(exact_regex(values))}")
