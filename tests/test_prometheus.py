@@ -533,3 +533,15 @@ def test_end_to_end_cases_need_their_metrics(tmp_path):
             differs.append(case.name)
     assert "metrics-only-cause" in differs
     assert len(differs) >= 5, differs
+
+
+def test_unset_token_variable_and_missing_ca_bundle_are_named(fake_http, monkeypatch):
+    monkeypatch.delenv("PROM_TOKEN_UNSET", raising=False)
+    _, cov = client_for(fake_http.url, bearer_token_env="PROM_TOKEN_UNSET").fetch_metrics(
+        make_ctx(["node-a"]), WINDOW)
+    assert cov.status == "failed" and cov.queries == 0 and fake_http.requests == []
+    assert cov.errors[0].startswith("$PROM_TOKEN_UNSET (bearer_token_env) is not set")
+    client = client_for(fake_http.url, verify_tls="/nonexistent/ca.pem")
+    _, cov = client.fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    assert cov.status == "failed" and cov.queries == 0
+    assert "CA bundle '/nonexistent/ca.pem' (verify_tls) is unreadable" in cov.errors[0]

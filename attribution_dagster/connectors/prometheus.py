@@ -284,7 +284,6 @@ class _Unreachable(SourceError):
 class _Stats:
     queries: int = 0
     bytes: int = 0
-    sent: int = 0
     samples: int = 0
     errors: list[str] = field(default_factory=list)
     transient: list[bool] = field(default_factory=list)
@@ -311,20 +310,32 @@ class PrometheusClient:
         self.config = config
         self.name = config.source_name
         self._families = list(families) if families is not None else None
+        self._setup_error: str | None = None  # reported per job as a failed coverage
         auth: httpx.Auth | None = None
         headers = dict(config.headers)
         if config.bearer_token_env:
-            token = os.environ.get(config.bearer_token_env, "")
-            headers["Authorization"] = f"Bearer {token}"
+            token = os.environ.get(config.bearer_token_env, "").strip()
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            else:
+                self._setup_error = (
+                    f"${config.bearer_token_env} (bearer_token_env) is not set: "
+                    "export the Prometheus token there"
+                )
         if config.basic_user is not None:
             password = os.environ.get(config.basic_password_env or "", "")
             auth = httpx.BasicAuth(config.basic_user, password)
+        try:
+            verify = _verify(config.verify_tls)
+        except OSError as exc:
+            self._setup_error = f"CA bundle {config.verify_tls!r} (verify_tls) is unreadable: {exc}"
+            verify = True
         self._http = httpx.Client(
             base_url=config.url,
             headers=headers,
             auth=auth,
             timeout=config.timeout_seconds,
-            verify=_verify(config.verify_tls),
+            verify=verify,
             transport=transport,
         )
 
@@ -350,8 +361,6 @@ class PrometheusClient:
         """POST one API call; returns `data`. Raises SourceError with one actionable line."""
         where = f"Prometheus at {self.config.url}"
         stats.queries += 1
-        body = httpx.QueryParams(params)
-        stats.sent += len(str(body))
         try:
             resp = self._http.post(path, data=params)
         except httpx.TimeoutException:
@@ -413,8 +422,9 @@ class PrometheusClient:
         ]
         samples: list[MetricSample] = []
         read: set[str] = set()
-        if not ctx.nodes:
-            stats.errors.append("the job names no nodes")
+        if not ctx.nodes or self._setup_error:
+            stats.errors.append(self._setup_error or "the job names no nodes")
+            stats.failed_queries += bool(self._setup_error)
             return self._coverage(ctx, window, samples, read, stats)
 
         def ask(what: str, path: str, params: dict[str, Any]) -> Any:
@@ -483,7 +493,7 @@ class PrometheusClient:
             errors=stats.errors,
             retryable=bool(stats.transient) and all(stats.transient),
         )
-        if stats.failed_queries and stats.failed_queries == stats.queries:
+        if stats.failed_queries and stats.failed_queries >= stats.queries:
             cov.status = "failed"
         elif stats.failed_queries:
             cov.status = "partial"
