@@ -293,8 +293,26 @@ def test_timeout_is_retryable_with_an_actionable_line(fake_http):
         make_ctx(["node-a"]), WINDOW)
     assert time.monotonic() - t < 4
     assert cov.status == "failed" and cov.retryable is True
+    assert cov.queries == 1  # the index-only first call timed out: the rest would too
     assert "did not answer /api/v1/labels within 0.2s" in cov.errors[0]
     assert "timeout_seconds" in cov.errors[0]
+
+
+def test_one_family_timing_out_leaves_the_others(fake_http):
+    fake_prometheus(fake_http)
+    answer = fake_http.routes[("POST", "/api/v1/query")]
+
+    def slow_ib(req):
+        if "node_infiniband_link_downed_total" in (req.arg("query") or "")[:200]:
+            time.sleep(0.6)
+        return answer(req)
+
+    fake_http.route("POST", "/api/v1/query", slow_ib)
+    samples, cov = client_for(fake_http.url, timeout_seconds=0.3).fetch_metrics(
+        make_ctx(["node-a"]), WINDOW)
+    assert cov.status == "partial" and cov.retryable is True
+    assert len(cov.errors) == 1 and cov.errors[0].startswith("family ib_link_downed_counter")
+    assert any(s.value == 79 for s in samples)
 
 
 def test_malformed_json_fails_with_a_clear_line(fake_http):

@@ -277,6 +277,10 @@ class _Unreachable(SourceError):
     """Connection refused or credentials rejected: every further query would fail alike."""
 
 
+class _TimedOut(SourceError):
+    """No answer within timeout_seconds."""
+
+
 # -- HTTP ---------------------------------------------------------------------------------
 
 
@@ -364,7 +368,7 @@ class PrometheusClient:
         try:
             resp = self._http.post(path, data=params)
         except httpx.TimeoutException:
-            raise SourceError(
+            raise _TimedOut(
                 f"{where} did not answer {path} within {self.config.timeout_seconds:g}s "
                 "(raise timeout_seconds or narrow the window)",
                 transient=True,
@@ -427,15 +431,17 @@ class PrometheusClient:
             stats.failed_queries += bool(self._setup_error)
             return self._coverage(ctx, window, samples, read, stats)
 
-        def ask(what: str, path: str, params: dict[str, Any]) -> Any:
+        def ask(what: str, path: str, params: dict[str, Any], first: bool = False) -> Any:
             try:
                 return self.request(path, params, stats)
             except SourceError as exc:
                 stats.errors.append(f"{what}: {exc}"[:500])
                 stats.transient.append(exc.transient)
                 stats.failed_queries += 1
-                if isinstance(exc, _Unreachable):
-                    raise
+                # refused, rejected, or the cheap index-only first call timed out: the
+                # remaining queries would only add their timeouts
+                if isinstance(exc, _Unreachable) or (first and isinstance(exc, _TimedOut)):
+                    raise _Unreachable(str(exc), transient=exc.transient) from None
                 return None
 
         extra = f",{cfg.extra_selector}" if cfg.extra_selector else ""
@@ -446,7 +452,7 @@ class PrometheusClient:
                 "match[]": f"{{__name__=~{promql_string(exact_regex(all_names))}{extra}}}",
                 "start": format_ts(start - 1),
                 "end": format_ts(end),
-            })
+            }, first=True)
             present = set(data) if isinstance(data, list) else set(cfg.node_labels)
             keys = [k for k in cfg.node_labels if k in present]
             if not keys:
