@@ -563,3 +563,41 @@ def test_unset_token_variable_and_missing_ca_bundle_are_named(fake_http, monkeyp
     _, cov = client.fetch_metrics(make_ctx(["node-a"]), WINDOW)
     assert cov.status == "failed" and cov.queries == 0
     assert "CA bundle '/nonexistent/ca.pem' (verify_tls) is unreadable" in cov.errors[0]
+
+
+@pytest.mark.prometheus
+def test_real_prometheus_skips_quiet_series(prom_url):
+    """A spare IB port DOWN all along (h71: cn-0414 mlx5_3) and GPUs whose XID stays 0 are
+    screened out: none of their samples cross the wire, yet the observations are the same."""
+    case = REPO / "tests" / "heldout" / "h71-ib-port-down-node-exporter-spare-port"
+    ctx = pipeline.load_context(case)
+    window = AnalysisSettings().window(ctx)
+    samples, cov = prom_client(prom_url, case).fetch_metrics(ctx, window)
+    file_samples, _ = pipeline.LocalFilesClient().fetch_metrics(case, ctx, window)
+    assert any(s.labels.get("device") == "mlx5_3" for s in file_samples)
+    assert not any(s.labels.get("device") == "mlx5_3" for s in samples)
+    assert cov.samples < len(file_samples) / 2
+    assert cov.nodes_read == ctx.nodes  # the presence query still sees every node
+
+
+@pytest.mark.prometheus
+def test_real_prometheus_long_window_subquery_path(prom_url):
+    """Windows longer than raw_max_window_seconds read stepped points (`[W:step]`): with a
+    step dividing the scrape interval the same events come out at the same times."""
+    case = REPO / "samples" / "metrics-only-cause"
+    ctx = pipeline.load_context(case)
+    window = AnalysisSettings().window(ctx)
+    client = PrometheusConfig(
+        url=prom_url, extra_selector=f'attribution_case="{case.name}"',
+        raw_max_window_seconds=60, step_seconds=60,
+    ).client("x")
+    samples, cov = client.fetch_metrics(ctx, window)
+    assert cov.errors == []
+    file_samples, _ = pipeline.LocalFilesClient().fetch_metrics(case, ctx, window)
+    prom_obs = pipeline.normalize(RawEvidence(job_id="1", samples=samples), ctx)
+    file_obs = pipeline.normalize(RawEvidence(job_id="1", samples=file_samples), ctx)
+    assert sorted(map(obs_key, prom_obs)) == sorted(map(obs_key, file_obs))
+    _, raw_cov = prom_client(prom_url, case).fetch_metrics(ctx, window)
+    assert cov.samples > raw_cov.samples  # 60 s steps over a 120 s scrape interval
+    times = sorted({s.time for s in samples})
+    assert all((b - a).total_seconds() % 60 == 0 for a, b in zip(times, times[1:], strict=False))
