@@ -230,7 +230,14 @@ def fake_prometheus(fake, *, fail_family: str | None = None, status: int = 503):
         return (400, {"status": "error", "errorType": "bad_data", "error": f"unexpected {q}"})
 
     fake.route("POST", "/api/v1/labels", labels)
+    fake.route("GET", "/api/v1/label/__name__/values",
+               lambda req: ok([XID, "node_infiniband_link_downed_total", "up"]))
     fake.route("POST", "/api/v1/query", query)
+
+
+def route_everything(fake, handler):
+    for method in ("GET", "POST"):
+        fake.route_prefix(method, "/api/v1/", handler)
 
 
 def client_for(fake_url: str, **kw) -> PrometheusClient:
@@ -241,8 +248,8 @@ def test_reads_samples_of_changed_series_with_locators(fake_http):
     fake_prometheus(fake_http)
     ctx = make_ctx(["node-a", "node-b", "node-c"])
     samples, cov = client_for(fake_http.url).fetch_metrics(ctx, WINDOW)
-    # labels, 2 screens, 2 raw fetches (Hostname group, node group), presence
-    assert cov.queries == 6, [r.arg("query")[:60] for r in fake_http.requests]
+    # labels, names, 2 screens, 2 raw fetches (Hostname group, node group), presence
+    assert cov.queries == 7, [r.arg("query")[:60] for r in fake_http.requests]
     assert cov.status == "partial" and cov.nodes_missing == ["node-b"]
     assert cov.nodes_read == ["node-a", "node-c"]
     assert cov.bytes > 500  # response bodies counted
@@ -275,10 +282,10 @@ def test_bad_query_400_is_not_retryable(fake_http):
 
 
 def test_every_query_500_is_failed_and_retryable(fake_http):
-    fake_http.route_prefix("POST", "/api/v1/", lambda req: (500, "internal error"))
+    route_everything(fake_http, lambda req: (500, "internal error"))
     samples, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
     assert samples == [] and cov.status == "failed" and cov.retryable is True
-    assert cov.queries == cov.errors.__len__() == 4  # labels, 2 screens, presence
+    assert cov.queries == len(cov.errors) == 5  # labels, names, 2 screens, presence
     assert all("answered 500" in e for e in cov.errors)
 
 
@@ -316,7 +323,7 @@ def test_one_family_timing_out_leaves_the_others(fake_http):
 
 
 def test_malformed_json_fails_with_a_clear_line(fake_http):
-    fake_http.route_prefix("POST", "/api/v1/", lambda req: (200, "<html>login</html>"))
+    route_everything(fake_http, lambda req: (200, "<html>login</html>"))
     _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
     assert cov.status == "failed" and cov.retryable is False
     assert "malformed JSON" in cov.errors[0] and "<html>login" in cov.errors[0]
@@ -325,6 +332,7 @@ def test_malformed_json_fails_with_a_clear_line(fake_http):
 
 def test_unexpected_result_type_is_an_error_not_a_crash(fake_http):
     fake_http.route("POST", "/api/v1/labels", lambda req: ok(["Hostname"]))
+    fake_http.route("GET", "/api/v1/label/__name__/values", lambda req: ok([XID]))
     fake_http.route("POST", "/api/v1/query", lambda req: ok({"resultType": "scalar",
                                                              "result": [0, "1"]}))
     _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
@@ -377,8 +385,12 @@ def test_headers_basic_auth_and_extra_selector_are_sent(fake_http, monkeypatch):
     assert first.arg("match[]") == (
         '{__name__=~"DCGM_FI_DEV_XID_ERRORS|node_infiniband_link_downed_total",cluster="atlas"}'
     )
-    assert all('cluster="atlas"' in r.arg("query") for r in fake_http.requests[1:])
-    assert float(fake_http.requests[1].arg("time")) == WINDOW.end.timestamp()
+    names = fake_http.requests[1]
+    assert (names.method, names.path) == ("GET", "/api/v1/label/__name__/values")
+    assert names.arg("match[]") == first.arg("match[]")
+    queries = fake_http.requests[2:]
+    assert queries and all('cluster="atlas"' in r.arg("query") for r in queries)
+    assert all(float(r.arg("time")) == WINDOW.end.timestamp() for r in queries)
 
 
 def test_no_node_label_on_the_series_is_empty_with_a_hint(fake_http):

@@ -361,12 +361,17 @@ class PrometheusClient:
             return f"check user {c.basic_user!r} and the password in ${c.basic_password_env}"
         return "it needs credentials: set bearer_token_env or basic_user/basic_password_env"
 
-    def request(self, path: str, params: dict[str, Any], stats: _Stats) -> Any:
-        """POST one API call; returns `data`. Raises SourceError with one actionable line."""
+    def request(self, path: str, params: dict[str, Any], stats: _Stats,
+                method: str = "POST") -> Any:
+        """One API call (POST, form-encoded, unless the endpoint is GET-only); returns `data`.
+        Raises SourceError with one actionable line."""
         where = f"Prometheus at {self.config.url}"
         stats.queries += 1
         try:
-            resp = self._http.post(path, data=params)
+            if method == "GET":
+                resp = self._http.get(path, params=params)
+            else:
+                resp = self._http.post(path, data=params)
         except httpx.TimeoutException:
             raise _TimedOut(
                 f"{where} did not answer {path} within {self.config.timeout_seconds:g}s "
@@ -431,9 +436,10 @@ class PrometheusClient:
             stats.failed_queries += bool(self._setup_error)
             return self._coverage(ctx, window, samples, read, stats)
 
-        def ask(what: str, path: str, params: dict[str, Any], first: bool = False) -> Any:
+        def ask(what: str, path: str, params: dict[str, Any], first: bool = False,
+                method: str = "POST") -> Any:
             try:
-                return self.request(path, params, stats)
+                return self.request(path, params, stats, method=method)
             except SourceError as exc:
                 stats.errors.append(f"{what}: {exc}"[:500])
                 stats.transient.append(exc.transient)
@@ -447,22 +453,37 @@ class PrometheusClient:
         extra = f",{cfg.extra_selector}" if cfg.extra_selector else ""
         at = {"time": format_ts(end)}
         try:
-            # 1. which node labels exist on these series (on failure: try them all)
-            data = ask("label discovery", "/api/v1/labels", {
+            # 1. which node labels and which metric names exist (index only; on failure:
+            #    try every configured label / every name)
+            match = {
                 "match[]": f"{{__name__=~{promql_string(exact_regex(all_names))}{extra}}}",
                 "start": format_ts(start - 1),
                 "end": format_ts(end),
-            }, first=True)
+            }
+            data = ask("label discovery", "/api/v1/labels", match, first=True)
             present = set(data) if isinstance(data, list) else set(cfg.node_labels)
             keys = [k for k in cfg.node_labels if k in present]
-            if not keys:
+            if present and not keys:
                 stats.errors.append(
                     "no series of the metric families in the window carries a node label "
                     f"({', '.join(cfg.node_labels)}); check node_labels and extra_selector"
-                    if present - {"__name__"}
-                    else "Prometheus holds no series of "
-                    f"{', '.join(all_names[:3])}... in the window (check url and extra_selector)"
                 )
+            if keys:
+                data = ask("metric discovery", "/api/v1/label/__name__/values", match,
+                           method="GET")
+                if isinstance(data, list):
+                    have = set(data)
+                    families = [Family(f.id, tuple(n for n in f.names if n in have), f.mode,
+                                       f.normal, f.steady_after) for f in families]
+                    families = [f for f in families if f.names]
+                    all_names = [n for f in families for n in f.names]
+            if not present or not all_names:
+                stats.errors.append(
+                    "Prometheus holds no series of "
+                    f"{', '.join(all_names[:3] or [n for f in self.families for n in f.names][:3])}"
+                    "... in the window (check url and extra_selector)"
+                )
+            if not keys or not all_names:
                 return self._coverage(ctx, window, samples, read, stats)
             sels = Selectors(node_regex(hosts), keys, cfg.extra_selector, length)
             # 2./3. per family: which series did something, then their raw samples
