@@ -29,6 +29,11 @@ alive() { [ -n "${1:-}" ] && [ -n "$(ps -o stat= -p "$1" 2>/dev/null | grep -v Z
 pid() { cat "$PROM_ROOT/prometheus.pid" 2>/dev/null || true; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 url() { echo "http://127.0.0.1:$(cat "$PROM_ROOT/port")"; }
+ready() {  # curl when present, else the Python that wrote the fixture
+  if command -v curl >/dev/null; then curl -sf "$1/-/ready" >/dev/null 2>&1
+  else "$PY" -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1] + "/-/ready", timeout=2)' "$1" >/dev/null 2>&1
+  fi
+}
 
 pick_port() {
   if [ -n "${PROM_PORT:-}" ]; then echo "$PROM_PORT"; return; fi
@@ -66,7 +71,7 @@ start() {
     </dev/null >"$PROM_ROOT/prometheus.log" 2>&1 &
   echo $! >"$PROM_ROOT/prometheus.pid"
   for _ in $(seq 1 300); do
-    if curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1; then
+    if ready "http://127.0.0.1:$port"; then
       log "prometheus ready on 127.0.0.1:$port ($PROM_ROOT)"
       echo "export ATTRIBUTION_TEST_PROM_URL=$(url)"
       return 0
