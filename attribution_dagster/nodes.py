@@ -33,6 +33,9 @@ def host_key(name: str) -> str:
     return short_host(strip_port(name))
 
 
+_last_index: tuple[object, NodeIndex] | None = None
+
+
 class NodeIndex:
     """Resolves host spellings to the job's node names (exact first, then by `host_key`)."""
 
@@ -55,6 +58,18 @@ class NodeIndex:
     def of(cls, ctx: object) -> NodeIndex:
         """The index of an ExecutionContext (its nodes and `node_addresses`)."""
         return cls(getattr(ctx, "nodes", []), getattr(ctx, "node_addresses", None) or {})
+
+    @classmethod
+    def cached(cls, ctx: object) -> NodeIndex:
+        """`of(ctx)`, built once for the context most recently asked about (the parser
+        catalog resolves hosts of many records of one context in a row)."""
+        global _last_index
+        last = _last_index
+        if last is not None and last[0] is ctx:
+            return last[1]
+        index = cls.of(ctx)
+        _last_index = (ctx, index)
+        return index
 
     def _exact_or_key(self, name: str) -> str | None:
         if name in self._exact:

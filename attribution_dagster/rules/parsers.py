@@ -312,18 +312,8 @@ class _HyperscanDispatch:
             return None
 
 
-_last_index: tuple[ExecutionContext, NodeIndex] | None = None
-
-
 def _index(ctx: ExecutionContext) -> NodeIndex:
-    """The context's NodeIndex, built once per context (normalize parses many records)."""
-    global _last_index
-    last = _last_index
-    if last is not None and last[0] is ctx:
-        return last[1]
-    index = NodeIndex.of(ctx)
-    _last_index = (ctx, index)
-    return index
+    return NodeIndex.cached(ctx)
 
 
 def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
