@@ -137,18 +137,14 @@ class Confined:
         self._walk(path, display, notes, out, set())
         return out
 
-    def _walk(
-        self, path: Path, display: str, notes: list[str], out: list, seen: set[str]
-    ) -> None:
+    def _walk(self, path: Path, display: str, notes: list[str], out: list, seen: set[str]) -> None:
         real = self.resolve(path, display, notes)
-        if real is None:
+        if real is None or real in seen:  # a file or directory reached twice is read once
             return
+        seen.add(real)
         if not os.path.isdir(real):
             out.append((Path(real), display))
             return
-        if real in seen:
-            return
-        seen.add(real)
         try:
             names = sorted(os.listdir(real))
         except OSError as exc:
