@@ -284,7 +284,8 @@ def test_cluster_paths_attribute_lines_to_the_job_node_they_name(tmp_path: Path)
     assert cov.context_lines == 1  # `Nodes cn-0999 not responding`: no job node
     assert cov.out_of_window == 1  # the day-old line
     assert cov.files_skipped == 1  # slurmctld.log.1 ended two days before
-    assert cov.nodes_read == [] and cov.status == "partial"  # no node logs configured
+    # a source of cluster files only is not meant to cover any node's own logs
+    assert cov.nodes_read == [] and cov.nodes_missing == [] and cov.status == "ok"
     got = _cluster_obs(recs, ctx())
     assert got == [
         ("cn-0411", "srun_node_failure", "3", "*cluster*"),
@@ -311,6 +312,21 @@ def test_case_logs_other_directory_is_a_cluster_level_source(tmp_path: Path) -> 
     got = _cluster_obs(recs, ctx())
     assert ("cn-0411", "srun_node_failure", "5", "*cluster*") in got
     assert all(node in ("cn-0410", "cn-0411") for node, *_ in got)
+
+
+def test_case_with_only_a_cluster_directory_is_not_empty(tmp_path: Path) -> None:
+    write(tmp_path / "logs/slurmctld/slurmctld.log", SLURMCTLD)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW)
+    assert len(recs) == 3 and cov.nodes_read == []
+    assert cov.nodes_missing == ["cn-0410", "cn-0411"] and cov.status == "partial"
+
+
+def test_job_output_source_covers_the_batch_host_only(tmp_path: Path) -> None:
+    write(tmp_path / "jobs/4412/slurm-4412.out", BORING)
+    _, cov = fetch(source(tmp_path, paths=["jobs/{job_id}/*.out"]))
+    assert cov.nodes_read == ["cn-0410"] and cov.nodes_missing == [] and cov.status == "ok"
+    _, cov = fetch(source(tmp_path, paths=["jobs/{job_id}/*.err"]))
+    assert cov.nodes_missing == ["cn-0410"] and cov.status == "empty"
 
 
 def test_named_in_finds_job_nodes_in_free_text() -> None:

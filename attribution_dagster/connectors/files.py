@@ -313,8 +313,9 @@ class LocalFilesClient(_Reader):
                 for path, display in box.walk(logs / name, f"logs/{name}", cov.errors)
             )
         records, failed = self._read(jobs, ctx, anchors, window, cov, "files")
+        read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = _status(  # type: ignore[assignment]
-            len(cov.nodes_read), len(cov.nodes_missing), len(cov.errors), len(jobs), failed
+            read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
         )
         return records, cov
 
@@ -546,8 +547,15 @@ class FilesSource(_Reader):
         for template in self.config.cluster_paths:
             for path, _ in self._expand(template, ctx, index, listing):
                 add(CLUSTER_NODE, path, str(path))
+        # the nodes this source is meant to cover: all with a {node} template, else the batch
+        # host with a job template ({stdout}, {job_id}), none with cluster files only
+        paths = self.config.paths
+        if any("{node}" in t for t in paths):
+            expected = index.nodes
+        else:
+            expected = [batch_host] if paths else []
         cov.nodes_read = [n for n in index.nodes if n in node_files]
-        cov.nodes_missing = [n for n in ctx.nodes if n not in cov.nodes_read]
+        cov.nodes_missing = [n for n in expected if n not in cov.nodes_read]
         records, failed = self._read(jobs, ctx, anchors, window, cov, "files")
         read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = _status(  # type: ignore[assignment]
