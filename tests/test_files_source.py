@@ -502,3 +502,12 @@ def test_configured_root_gives_the_same_result_as_the_case(tmp_path: Path, name:
     ]
     assert len(got.evidence) == len(want.evidence)
     assert all(ev.locator.startswith(str(root)) for ev in got.evidence if ev.source == "files")
+
+
+def test_rendered_coverage_mentions_skipped_files_and_context_lines() -> None:
+    from attribution_dagster.models import SourceCoverage
+    from attribution_dagster.render import coverage_lines
+
+    line = coverage_lines([SourceCoverage(source="files", files_skipped=2, context_lines=3)])[0]
+    assert "2 rotated file(s) outside the window not read" in line
+    assert "3 cluster-level line(s) naming no job node" in line
