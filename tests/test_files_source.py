@@ -395,9 +395,13 @@ def test_root_symlinks_to_outside_are_not_followed(tmp_path: Path) -> None:
     (root / "cn-0411").mkdir(parents=True)
     os.symlink(outside / "syslog", root / "cn-0411/syslog")
     os.symlink(root / "shared", root / "cn-0410")  # a node directory linked inside the root
-    recs, cov = fetch(source(root, paths=["{node}/syslog*"]))
+    (root / "cn-0409").mkdir()
+    os.symlink(outside, root / "cn-0409/var")  # a directory the template walks through
+    c = ctx(["cn-0409", "cn-0410", "cn-0411"])
+    recs, cov = fetch(source(root, paths=["{node}/syslog*", "{node}/var/syslog"]), c)
     assert [(r.node, r.locator) for r in recs] == [("cn-0410", f"{root}/cn-0410/syslog:1")]
     assert f"{root}/cn-0411/syslog: symlink to outside the root {root}, not read" in cov.errors
+    assert f"{root}/cn-0409/var: symlink to outside the root {root}, not read" in cov.errors
 
 
 # --- node-name normalization ---------------------------------------------------------------

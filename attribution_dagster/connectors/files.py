@@ -313,6 +313,7 @@ class LocalFilesClient(_Reader):
                 for path, display in box.walk(logs / name, f"logs/{name}", cov.errors)
             )
         records, failed = self._read(jobs, ctx, anchors, window, cov, "files")
+        cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
         read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = _status(  # type: ignore[assignment]
             read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
@@ -518,7 +519,7 @@ class FilesSource(_Reader):
         cov = SourceCoverage(source=self.name)
         box = Confined(self.root, f"the root {self.root}")
         index = NodeIndex.of(ctx)
-        listing: dict[str, list[str]] = {}
+        listing: dict[str, list[str] | None] = {}
         jobs: list[FileJob] = []
         seen: set[str] = set()
         node_files: set[str] = set()
@@ -542,10 +543,10 @@ class FilesSource(_Reader):
             if template in _WHOLE:
                 self._add_output(template, ctx, box, cov, add, batch_host)
                 continue
-            for path, node in self._expand(template, ctx, index, listing):
+            for path, node in self._expand(template, ctx, index, listing, box, cov.errors):
                 add(node or batch_host, path, str(path))
         for template in self.config.cluster_paths:
-            for path, _ in self._expand(template, ctx, index, listing):
+            for path, _ in self._expand(template, ctx, index, listing, box, cov.errors):
                 add(CLUSTER_NODE, path, str(path))
         # the nodes this source is meant to cover: all with a {node} template, else the batch
         # host with a job template ({stdout}, {job_id}), none with cluster files only
@@ -557,6 +558,7 @@ class FilesSource(_Reader):
         cov.nodes_read = [n for n in index.nodes if n in node_files]
         cov.nodes_missing = [n for n in expected if n not in cov.nodes_read]
         records, failed = self._read(jobs, ctx, anchors, window, cov, "files")
+        cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
         read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = _status(  # type: ignore[assignment]
             read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
@@ -584,7 +586,9 @@ class FilesSource(_Reader):
         template: str,
         ctx: ExecutionContext,
         index: NodeIndex,
-        listing: dict[str, list[str]],
+        listing: dict[str, list[str] | None],
+        box: Confined,
+        notes: list[str],
     ) -> Iterable[tuple[Path, str | None]]:
         """(path, job node or None) for every existing path the template matches."""
         values = {"job_id": ctx.job_id, "cluster": ctx.cluster or self.cluster or ""}
@@ -598,11 +602,15 @@ class FilesSource(_Reader):
             )
             if not has_node and not _has_magic(seg):
                 name = _unescape(seg)
-                nxt = [(p / name, n) for p, n in current if os.path.lexists(p / name)]
+                nxt = [
+                    (p / name, n)
+                    for p, n in current
+                    if self._enterable(p, listing, box, notes) and os.path.lexists(p / name)
+                ]
             else:
                 rx = _segment_regex(seg)
                 for parent, node in current:
-                    for name in self._list(parent, listing):
+                    for name in self._list(parent, listing, box, notes):
                         m = rx.fullmatch(name)
                         if m is None:
                             continue
@@ -618,14 +626,31 @@ class FilesSource(_Reader):
         return current
 
     @staticmethod
-    def _list(parent: Path, listing: dict[str, list[str]]) -> list[str]:
+    def _enterable(
+        parent: Path, listing: dict[str, list[str] | None], box: Confined, notes: list[str]
+    ) -> bool:
+        """May the template walk into this directory? Not when it resolves outside the root
+        (noted once per fetch)."""
+        key = "enter:" + str(parent)
+        if key not in listing:
+            listing[key] = [] if box.resolve(parent, str(parent), notes) is not None else None
+        return listing[key] is not None
+
+    @classmethod
+    def _list(
+        cls, parent: Path, listing: dict[str, list[str] | None], box: Confined, notes: list[str]
+    ) -> list[str]:
+        """Entries of a directory the template walks through; a directory that resolves
+        outside the root is not even listed."""
         key = str(parent)
         if key not in listing:
-            try:
-                listing[key] = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
-            except OSError:
-                listing[key] = []
-        return listing[key]
+            listing[key] = []
+            if cls._enterable(parent, listing, box, notes) and os.path.isdir(parent):
+                try:
+                    listing[key] = sorted(os.listdir(parent))
+                except OSError:
+                    pass
+        return listing[key] or []
 
     # -- rotation ---------------------------------------------------------------------------
     def _may_overlap(self, path: Path, window: Window, parser: TimestampParser) -> bool:
