@@ -30,7 +30,7 @@ import multiprocessing
 import os
 import re
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -566,7 +566,16 @@ class FilesSource(_Reader):
         return records, cov
 
     # -- templates --------------------------------------------------------------------------
-    def _add_output(self, template, ctx, box, cov, add, batch_host) -> None:  # type: ignore[no-untyped-def]
+    def _add_output(
+        self,
+        template: str,
+        ctx: ExecutionContext,
+        box: Confined,
+        cov: SourceCoverage,
+        add: Callable[[str, Path, str], None],
+        batch_host: str,
+    ) -> None:
+        """The job's stdout / stderr file (the scheduler's path), when it lies inside root."""
         raw = ctx.stdout_path if template == "{stdout}" else ctx.stderr_path
         if not raw:
             return
