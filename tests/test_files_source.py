@@ -242,6 +242,17 @@ def test_rotated_files_outside_the_window_are_not_opened(
     assert any("syslog.2.gz: corrupt gzip" in e for e in cov.errors)
 
 
+def test_fifo_and_dangling_link_in_the_root_are_reported_not_opened(tmp_path: Path) -> None:
+    """A FIFO would block a reader forever: neither the rotation rule nor the scanner opens it."""
+    write(tmp_path / "cn-0411/syslog", XID_B)
+    os.mkfifo(tmp_path / "cn-0411/syslog.pipe")
+    os.symlink(tmp_path / "nowhere", tmp_path / "cn-0411/syslog.1")
+    recs, cov = fetch(source(tmp_path, paths=["{node}/syslog*"]))
+    assert len(recs) == 1 and cov.files == 3 and cov.status == "partial"
+    assert f"{tmp_path}/cn-0411/syslog.pipe: not a regular file, skipped" in cov.errors
+    assert any(e.startswith(f"{tmp_path}/cn-0411/syslog.1: unreadable") for e in cov.errors)
+
+
 def test_first_line_time_reads_gzip_heads_and_untimed_heads_are_kept(tmp_path: Path) -> None:
     from attribution_dagster.connectors.timestamps import TimestampParser
 

@@ -29,6 +29,7 @@ import math
 import multiprocessing
 import os
 import re
+import stat
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -667,9 +668,12 @@ class FilesSource(_Reader):
         The mtime test needs no open; the first line is read only when mtime allows."""
         slack = timedelta(seconds=self.config.slack_seconds)
         try:
-            mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
+            st = path.stat()
         except OSError:
             return True  # let the scanner report it
+        if not stat.S_ISREG(st.st_mode):
+            return True  # a FIFO or device is never opened; the scanner reports it
+        mtime = datetime.fromtimestamp(st.st_mtime, tz=timezone.utc)
         if mtime < window.start - slack:
             return False
         first = first_line_time(path, parser)
