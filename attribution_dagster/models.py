@@ -231,6 +231,8 @@ class SourceCoverage(BaseModel):
     invalid_utf8_lines: int = 0
     overlong_lines: int = 0
     binary_lines: int = 0
+    files_skipped: int = 0  # rotated files whose time span cannot overlap the window: not read
+    context_lines: int = 0  # cluster-level lines naming no job node: context only, not kept
     errors: list[str] = Field(default_factory=list)
     retryable: bool = Field(
         default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"
