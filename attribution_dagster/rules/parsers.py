@@ -21,6 +21,12 @@ lines apart) follows it.
 A traceback line such as `torch.OutOfMemoryError: CUDA out of memory` yields both a
 `traceback` (attrs.family cuda_oom) and a `cuda_oom`; rules should treat the pair as one event.
 
+Kubernetes Events (parsers k8s_event_*, one regex for every form an Event is written in:
+`kubectl get events` rows, the row the pod_logs connector renders, `kubectl describe` rows and
+`-o json` items) put their node candidates in `node_host`: the Node object, the pod (a name in
+ctx.pods resolves to the node it ran on) and the reporting kubelet's host, best first; the
+first candidate that is a job node wins.
+
 Parsers whose regex is anchored at the line start set `strip_prefix` so timestamps, `host
 tag[pid]:`, srun `N:` and torchrun `[rankN]:` prefixes are skipped. Regexes see at most
 MATCH_MAX characters per line, and prefix quantifiers are bounded, so hostile lines stay cheap.
@@ -47,13 +53,16 @@ Attrs by kind (full list with examples: docs/parsers.md):
   errno. segfault: process, pid, library.
 - host_oom_kill: process, pid, invoker, constraint, task, task_pid, victim. cgroup_oom: events,
   step, pid, process. kernel_panic: what (panic, soft_lockup, hard_lockup, hung_task, mce).
-  node_unreachable: host / failed_host / not_responding.
+  node_unreachable: host / failed_host / not_responding; from an Event what (not_ready,
+  rebooted).
 - lustre_error: rc (= code), target, op, nid, event=connection_lost. nfs_error: server.
   io_error: what (buffer_io, block_io, ext4_error, remount_ro, nvme_reset, eio,
   transport_shutdown, xfs_shutdown), device. disk_full: path.
 - slurm_cancelled: reason (time_limit, preemption, node_failure, requeue, none), what, id, at,
   by. k8s_oom_killed: exit_code, container. k8s_evicted: reason (node_pressure + resource,
   preempted, taint, eviction_api, pod_gc, kubelet, evicted).
+- from a Kubernetes Event, any kind: event_reason, event_type, object, namespace, source,
+  first_seen, last_seen, host (Node object) or pod.
 - any kind: logged_on when node was taken from a host named in the line.
 
 Run `python -m attribution_dagster.rules.parsers --markdown` to print docs/parsers.md.
@@ -305,9 +314,17 @@ class _HyperscanDispatch:
             return None
 
 
-def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
-    """The ctx node a host string names (exact, or same short name), else None."""
+def _resolve_host(host: str | list[str] | None, ctx: ExecutionContext | None) -> str | None:
+    """The ctx node a host string names (exact, or same short name), else None. A decoder
+    may give several candidates (best first): the first that resolves wins. A job pod's name
+    (`pod`, `namespace/pod`, from ctx.pods) resolves to the node it ran on."""
     if not host or ctx is None:
+        return None
+    if isinstance(host, list):
+        for h in host:
+            found = _resolve_host(h, ctx)
+            if found is not None:
+                return found
         return None
     host = host.strip()
     if host in ctx.nodes:
@@ -316,6 +333,9 @@ def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
     for n in ctx.nodes:
         if short_host(n) == short:
             return n
+    for pod in ctx.pods:
+        if pod.node and host in (pod.name, f"{pod.namespace}/{pod.name}"):
+            return _resolve_host(pod.node, ctx)
     return None
 
 
