@@ -37,6 +37,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 COLUMN_GAP = "   "  # kubectl's tabwriter padding between columns
+# components whose event source host is the node the event is about
+NODE_LOCAL_REPORTERS = frozenset(
+    {"kubelet", "kernel-monitor", "node-problem-detector", "systemd-monitor", "kube-proxy"}
+)
 
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)"
 # the tail of a wide row: FIRST SEEN, COUNT, NAME (FIRST SEEN absolute in the rendered form)
@@ -71,19 +75,19 @@ class EventView:
             return None
         return f"{self.object_kind}/{self.object_name}" if self.object_name else self.object_kind
 
-    def node_candidates(self) -> list[str]:
-        """Names that may say which node the event is about, best first: a Node object's
-        name, a pod's name (resolved through the context's pods), the reporting host."""
-        out: list[str] = []
+    def node_name(self) -> str | None:
+        """The name that says which node the event is about: a Node object's name, else the
+        host of a node-local reporter (kubelet and node-problem-detector report about their
+        own node), else a pod's `namespace/name` (nodes.NodeIndex resolves a pod of the
+        context to the node it ran on). A controller's host (`default-scheduler-cp-1`) is
+        where the controller runs, not the event's node."""
         if self.object_kind == "node" and self.object_name:
-            out.append(self.object_name)
-        elif self.object_kind == "pod" and self.object_name:
-            if self.namespace:
-                out.append(f"{self.namespace}/{self.object_name}")
-            out.append(self.object_name)
-        if self.source_host:
-            out.append(self.source_host)
-        return out
+            return self.object_name
+        if self.source_host and (self.component or "") in NODE_LOCAL_REPORTERS:
+            return self.source_host
+        if self.object_kind == "pod" and self.object_name:
+            return f"{self.namespace}/{self.object_name}" if self.namespace else self.object_name
+        return None
 
     def attrs(self) -> dict[str, Any]:
         """Observation attrs every event parser sets (not the count: a pretty-printed

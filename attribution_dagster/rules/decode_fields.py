@@ -520,8 +520,8 @@ def decode_k8s_evicted(groups: dict[str, str | None], text: str, draft: Draft) -
 
 def _event(groups: dict[str, str | None], text: str, draft: Draft, reasons: frozenset[str]) -> Any:
     """The event of a table row or JSON item when its REASON is one of `reasons`, with the
-    common attrs set and the node candidates in `node_host` (a Node object's name, a pod,
-    the reporting kubelet's host); None vetoes the match."""
+    common attrs set and the node it is about in `node_host` (EventView.node_name); None
+    vetoes the match."""
     from attribution_dagster.connectors.kube_events import render, view_of_json_text, view_of_row
 
     if groups.get("ereason"):
@@ -533,9 +533,9 @@ def _event(groups: dict[str, str | None], text: str, draft: Draft, reasons: froz
     if view is None or view.reason not in reasons:
         return None
     draft["attrs"].update(view.attrs())
-    candidates = view.node_candidates()
-    if candidates:
-        draft["node_host"] = candidates
+    host = view.node_name()
+    if host:
+        draft["node_host"] = host
     return view
 
 

@@ -23,9 +23,8 @@ A traceback line such as `torch.OutOfMemoryError: CUDA out of memory` yields bot
 
 Kubernetes Events (parsers k8s_event_*, one regex for every form an Event is written in:
 `kubectl get events` rows, the row the pod_logs connector renders, `kubectl describe` rows and
-`-o json` items) put their node candidates in `node_host`: the Node object, the pod (a name in
-ctx.pods resolves to the node it ran on) and the reporting kubelet's host, best first; the
-first candidate that is a job node wins.
+`-o json` items) name their node in `node_host`: the Node object, else the reporting kubelet's
+host, else the pod (a name in ctx.pods resolves to the node it ran on).
 
 Parsers whose regex is anchored at the line start set `strip_prefix` so timestamps, `host
 tag[pid]:`, srun `N:` and torchrun `[rankN]:` prefixes are skipped. Regexes see at most
@@ -314,17 +313,10 @@ class _HyperscanDispatch:
             return None
 
 
-def _resolve_host(host: str | list[str] | None, ctx: ExecutionContext | None) -> str | None:
-    """The ctx node a host string names (exact, or same short name), else None. A decoder
-    may give several candidates (best first): the first that resolves wins. A job pod's name
-    (`pod`, `namespace/pod`, from ctx.pods) resolves to the node it ran on."""
+def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
+    """The ctx node a host string names (exact, or same short name), else None. A job pod's
+    name (`pod`, `namespace/pod`, from ctx.pods) names the node it ran on."""
     if not host or ctx is None:
-        return None
-    if isinstance(host, list):
-        for h in host:
-            found = _resolve_host(h, ctx)
-            if found is not None:
-                return found
         return None
     host = host.strip()
     if host in ctx.nodes:
