@@ -430,6 +430,7 @@ class PodLogsClient:
                         item[1] -= 1
                     pending = [p for p in pending if p[1] > 0]
                 if when is not None and when > window.end:
+                    cov.out_of_window += 1  # and everything after it: stop reading
                     stopped = True
                     break
                 if when is not None and when < window.start:

@@ -529,7 +529,11 @@ def _event(groups: dict[str, str | None], text: str, draft: Draft, reasons: froz
     else:
         view = view_of_json_text(text)
         if view is not None:
-            draft["excerpt"] = render(view)  # the JSON's first line says nothing
+            # the event as one row; a pretty-printed item's own first line (`"eventTime":
+            # null,`, where its locator points) comes first so the excerpt quotes that line
+            first = text.split("\n", 1)[0].strip()
+            row = render(view)
+            draft["excerpt"] = row if first.startswith("{") else f"{first}\n{row}"
     if view is None or view.reason not in reasons:
         return None
     draft["attrs"].update(view.attrs())
