@@ -553,3 +553,29 @@ def test_sample_served_by_the_api_equals_the_sample_read_from_files(fake_http: A
     assert obs_key(from_api) == obs_key(from_files)
     root = [c for c in from_api.symptom_chain if c.role == "root_cause"]
     assert root and root[0].evidence.locator.startswith("event default/gpu-node-22.")
+
+
+def test_a_pod_listed_without_containers_is_described_first(fake_http: Any) -> None:
+    kube = oom_cluster(fake_http)
+    kube.pod(NS, W0, "gpu-node-07", ["trainer", "sidecar"])
+    kube.logs[(NS, W0, "sidecar", False)] = (
+        b"2026-11-20T10:31:09.000000000Z sidecar: NCCL WARN not from the trainer\n"
+    )
+    ctx = ctx_oom(pods=[PodRef(namespace=NS, name=W0), PodRef(namespace=NS, name=W2)])
+    records, cov = fetch(client(fake_http, events=False, previous=False), ctx)
+    assert {r.stream for r in records} == {"trainer", "sidecar"}
+    assert {r.node for r in records} == {"gpu-node-07"}  # spec.nodeName of the pod
+    assert cov.pods_read == [f"{NS}/{W0}"] and cov.pods_missing == [f"{NS}/{W2}"]
+    assert any(r.path == f"/api/v1/namespaces/{NS}/pods/{W0}" for r in fake_http.requests)
+    assert not any(r.arg("previous", "").lower() == "true" for r in fake_http.requests)
+
+
+def test_a_401_stops_every_further_request(fake_http: Any) -> None:
+    kube = oom_cluster(fake_http)
+    kube.fail.append(("/api/v1/", (401, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                         "status": "Failure", "message": "Unauthorized",
+                                         "reason": "Unauthorized", "code": 401})))
+    records, cov = fetch(client(fake_http))
+    assert records == [] and cov.status == "failed" and not cov.retryable
+    assert len(fake_http.requests) == 1
+    assert "answered 401" in cov.errors[0] and "credentials" in cov.errors[0]

@@ -98,8 +98,8 @@ class EventView:
             "object": self.object,
             "namespace": self.namespace,
             "source": self.component,
-            "first_seen": self.first_seen,
-            "last_seen": self.last_seen,
+            "first_seen": _normal_iso(self.first_seen),
+            "last_seen": _normal_iso(self.last_seen),
         }
         if self.object_kind == "node" and self.object_name:
             out["host"] = self.object_name
@@ -124,6 +124,13 @@ def _iso(value: Any) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     return value.strip()
+
+
+def _normal_iso(value: str | None) -> str | None:
+    """An RFC 3339 time as Python writes it (`+00:00`, at most 6 fraction digits), so any
+    Python reads it back (`time_from`); other text (an age) is dropped."""
+    t = parse_time(value)
+    return t.isoformat() if t is not None else None
 
 
 def parse_time(value: str | None) -> datetime | None:
