@@ -244,6 +244,8 @@ class PodLogsClient:
         pods: list[_Pod] = []
         if ctx.pods:
             for ref in ctx.pods:
+                if run.auth_failed:
+                    break
                 if ns_ok and ref.namespace not in ns_ok:
                     continue
                 containers, k8s_node = list(ref.containers), ref.node
