@@ -581,3 +581,21 @@ def test_a_401_stops_every_further_request(fake_http: Any) -> None:
     assert records == [] and cov.status == "failed" and not cov.retryable
     assert len(fake_http.requests) == 1
     assert "answered 401" in cov.errors[0] and "credentials" in cov.errors[0]
+
+
+def test_an_events_k8s_io_item_reads_like_a_core_event() -> None:
+    """`kubectl get events.events.k8s.io -o json`: regarding / note / deprecated* fields
+    (events.k8s.io/v1 Event in the API reference)."""
+    item = {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "gpu-node-07.187a3c1f2b9e0d44", "namespace": "default"},
+        "eventTime": None, "reason": "NodeNotReady", "type": "Normal",
+        "regarding": {"kind": "Node", "name": "gpu-node-07", "uid": "gpu-node-07"},
+        "note": "Node gpu-node-07 status is now: NodeNotReady",
+        "deprecatedFirstTimestamp": "2026-11-20T10:31:30Z",
+        "deprecatedLastTimestamp": "2026-11-20T10:31:30Z", "deprecatedCount": 1,
+        "deprecatedSource": {"component": "node-controller"},
+        "reportingController": "node-controller", "reportingInstance": "",
+    }
+    assert view_of(item) == view_of(NOTREADY)
+    assert key(parse(json.dumps(item))) == key(parse(render_event(NOTREADY)))

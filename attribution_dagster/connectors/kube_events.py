@@ -150,29 +150,37 @@ def parse_time(value: str | None) -> datetime | None:
 
 
 def view_of(event: Mapping[str, Any]) -> EventView:
-    """The columns of an Event object (core/v1 JSON, as the API and `kubectl -o json` give it)."""
-    first = _iso(event.get("firstTimestamp")) or _iso(event.get("eventTime"))
-    last = _iso(event.get("lastTimestamp")) or first
-    count = event.get("count")
+    """The columns of an Event object: core/v1 (the API, `kubectl get events -o json`) or
+    events.k8s.io/v1 (`regarding`, `note`, `deprecated*`, `reportingController`), as
+    kubectl's printer reads them."""
+    first = (
+        _iso(event.get("firstTimestamp"))
+        or _iso(event.get("deprecatedFirstTimestamp"))
+        or _iso(event.get("eventTime"))
+    )
+    last = _iso(event.get("lastTimestamp")) or _iso(event.get("deprecatedLastTimestamp")) or first
+    count = event.get("count", event.get("deprecatedCount"))
     series = event.get("series")
     if isinstance(series, Mapping):
         last = _iso(series.get("lastObservedTime")) or last
         count = series.get("count", count)
     if not isinstance(count, int) or count <= 0:
         count = 1
-    kind = _get(event, "involvedObject", "kind")
+    obj = event.get("involvedObject") or event.get("regarding") or {}
+    source = event.get("source") or event.get("deprecatedSource") or {}
+    kind = _get(obj, "kind")
+    reporter = event.get("reportingComponent") or event.get("reportingController")
     return EventView(
-        namespace=_get(event, "metadata", "namespace")
-        or _get(event, "involvedObject", "namespace"),
+        namespace=_get(event, "metadata", "namespace") or _get(obj, "namespace"),
         name=_get(event, "metadata", "name"),
         type=event.get("type"),
         reason=event.get("reason"),
         object_kind=kind.lower() if isinstance(kind, str) and kind else None,
-        object_name=_get(event, "involvedObject", "name") or None,
-        subobject=_get(event, "involvedObject", "fieldPath") or None,
-        component=_get(event, "source", "component") or event.get("reportingComponent") or None,
-        source_host=_get(event, "source", "host") or event.get("reportingInstance") or None,
-        message=" ".join(str(event.get("message") or "").split()),
+        object_name=_get(obj, "name") or None,
+        subobject=_get(obj, "fieldPath") or None,
+        component=_get(source, "component") or reporter or None,
+        source_host=_get(source, "host") or event.get("reportingInstance") or None,
+        message=" ".join(str(event.get("message") or event.get("note") or "").split()),
         first_seen=first,
         last_seen=last,
         count=count,
@@ -257,7 +265,7 @@ def view_of_json_text(text: str) -> EventView | None:
             obj = json.loads(first_line)
         except ValueError:
             obj = None
-        if isinstance(obj, Mapping) and "involvedObject" in obj:
+        if isinstance(obj, Mapping) and ("involvedObject" in obj or "regarding" in obj):
             return view_of(obj)
     m = _JSON_START.search(text)
     if m is None:
@@ -267,7 +275,9 @@ def view_of_json_text(text: str) -> EventView | None:
         obj, _ = json.JSONDecoder().raw_decode(fragment)
     except ValueError:
         obj = _salvage(fragment)
-    if not isinstance(obj, Mapping) or not obj.get("reason") or "involvedObject" not in obj:
+    if not isinstance(obj, Mapping) or not obj.get("reason"):
+        return None
+    if "involvedObject" not in obj and "regarding" not in obj:
         return None
     return view_of(obj)
 
