@@ -221,6 +221,8 @@ class SourceCoverage(BaseModel):
     status: CoverageStatus = "ok"
     nodes_read: list[str] = Field(default_factory=list)
     nodes_missing: list[str] = Field(default_factory=list)
+    pods_read: list[str] = Field(default_factory=list)  # Kubernetes pod logs: `ns/pod`
+    pods_missing: list[str] = Field(default_factory=list)  # pods gone (404) or unreadable
     files: int = 0
     queries: int = 0  # requests made to a back-end (Loki, Prometheus, Kubernetes API)
     bytes: int = 0  # bytes read from files or received from a back-end

@@ -56,8 +56,16 @@ class NodeIndex:
 
     @classmethod
     def of(cls, ctx: object) -> NodeIndex:
-        """The index of an ExecutionContext (its nodes and `node_addresses`)."""
-        return cls(getattr(ctx, "nodes", []), getattr(ctx, "node_addresses", None) or {})
+        """The index of an ExecutionContext: its nodes, `node_addresses`, and its Kubernetes
+        pods (`pod`, `namespace/pod` and the host IP name the node the pod ran on)."""
+        addresses = {
+            k: list(v) for k, v in (getattr(ctx, "node_addresses", None) or {}).items()
+        }
+        for pod in getattr(ctx, "pods", None) or []:
+            if pod.node:
+                names = [pod.name, f"{pod.namespace}/{pod.name}"] + [pod.host_ip or ""]
+                addresses.setdefault(pod.node, []).extend(n for n in names if n)
+        return cls(getattr(ctx, "nodes", []), addresses)
 
     @classmethod
     def cached(cls, ctx: object) -> NodeIndex:

@@ -28,6 +28,11 @@ attrs.logged_on is then `*cluster*`.
 A traceback line such as `torch.OutOfMemoryError: CUDA out of memory` yields both a
 `traceback` (attrs.family cuda_oom) and a `cuda_oom`; rules should treat the pair as one event.
 
+Kubernetes Events (parsers k8s_event_*, one regex for every form an Event is written in:
+`kubectl get events` rows, the row the pod_logs connector renders, `kubectl describe` rows and
+`-o json` items) name their node in `node_host`: the Node object, else the reporting kubelet's
+host, else the pod (a name in ctx.pods resolves to the node it ran on).
+
 Parsers whose regex is anchored at the line start set `strip_prefix` so timestamps, `host
 tag[pid]:`, srun `N:` and torchrun `[rankN]:` prefixes are skipped. Regexes see at most
 MATCH_MAX characters per line, and prefix quantifiers are bounded, so hostile lines stay cheap.
@@ -54,13 +59,16 @@ Attrs by kind (full list with examples: docs/parsers.md):
   errno. segfault: process, pid, library.
 - host_oom_kill: process, pid, invoker, constraint, task, task_pid, victim. cgroup_oom: events,
   step, pid, process. kernel_panic: what (panic, soft_lockup, hard_lockup, hung_task, mce).
-  node_unreachable: host / failed_host / not_responding.
+  node_unreachable: host / failed_host / not_responding; from an Event what (not_ready,
+  rebooted).
 - lustre_error: rc (= code), target, op, nid, event=connection_lost. nfs_error: server.
   io_error: what (buffer_io, block_io, ext4_error, remount_ro, nvme_reset, eio,
   transport_shutdown, xfs_shutdown), device. disk_full: path.
 - slurm_cancelled: reason (time_limit, preemption, node_failure, requeue, none), what, id, at,
   by. k8s_oom_killed: exit_code, container. k8s_evicted: reason (node_pressure + resource,
   preempted, taint, eviction_api, pod_gc, kubelet, evicted).
+- from a Kubernetes Event, any kind: event_reason, event_type, object, namespace, source,
+  first_seen, last_seen, host (Node object) or pod.
 - any kind: logged_on when node was taken from a host named in the line.
 
 Run `python -m attribution_dagster.rules.parsers --markdown` to print docs/parsers.md.
@@ -318,7 +326,7 @@ def _index(ctx: ExecutionContext) -> NodeIndex:
 
 def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
     """The ctx node a host string names (nodes.NodeIndex: exact, FQDN/short, case, port,
-    IPs and aliases from ctx.node_addresses), else None."""
+    IPs and aliases from ctx.node_addresses, a job pod's name), else None."""
     if not host or ctx is None:
         return None
     return _index(ctx).resolve(host)
