@@ -107,7 +107,9 @@ def run_dagster(out: Path, cfg_path: Path) -> tuple[float, list[float]]:
                 raise_on_error=False,
             )
             if not r.success:
-                raise SystemExit(f"bench-week: window {day} failed")
+                why = next((str(e.step_failure_data.error.message).strip()
+                            for e in r.all_events if e.is_step_failure), "run failed")
+                raise SystemExit(f"bench-week: window {day} failed: {why[:500]}")
             rss.append(rss_mb())
             laps.append(time.perf_counter() - t0 - sum(laps))
     print("dagster: seconds per window run: " + ", ".join(f"{x:.1f}" for x in laps))
