@@ -37,7 +37,7 @@ def add_fleet_parsers(sub: Any) -> None:
     b.add_argument("cluster", help="a cluster of the configuration (clusters: in the YAML)")
     b.add_argument("--since", required=True, metavar="DATE", help="first day (YYYY-MM-DD, UTC)")
     b.add_argument("--until", required=True, metavar="DATE", help="end, exclusive (YYYY-MM-DD)")
-    b.add_argument("--config", type=Path, metavar="FILE",
+    b.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS,
                    help="attribution.yaml (default: $ATTRIBUTION_CONFIG or ./attribution.yaml)")
     b.add_argument("--db", metavar="URL", help="results database (default: the config's sink)")
     b.add_argument("--instance", type=Path, metavar="DIR", default=None,
@@ -59,7 +59,8 @@ def add_fleet_parsers(sub: Any) -> None:
     r.add_argument("--cluster", help="one cluster (default: the whole fleet)")
     r.add_argument("--out", type=Path, metavar="DIR",
                    help="output directory (default: <fleet.reports_dir>/<scope>/<week>)")
-    r.add_argument("--config", type=Path, metavar="FILE", help="attribution.yaml")
+    r.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS,
+                   help="attribution.yaml (also accepted before the command)")
     r.add_argument("--db", metavar="URL", help="results database (default: the config's sink)")
 
 
