@@ -38,6 +38,7 @@ Granularity = Literal["hourly", "daily"]
 KEY_FORMATS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d-%H:%M"}
 STEPS = {"daily": timedelta(days=1), "hourly": timedelta(hours=1)}
 PAGE = 1000  # pending jobs read per query
+WRITE_BATCH = 250  # results per write transaction
 
 # Set by `attribution backfill` so the bar moves while Dagster runs the window in-process.
 PROGRESS_HOOK: Callable[[int], None] | None = None
@@ -307,17 +308,23 @@ def attribute_window(
     workers = workers or multiprocessing.cpu_count()
     chunks = _chunks(_pending_pages(sink, cluster.name, key, rules, redo), chunk_size)
 
+    pending: list[AttributionResult] = []
+
+    def flush() -> None:
+        out.attributed += sink.write(pending)
+        pending.clear()
+
     def take(batch: list[JobOutcome]) -> None:
-        results = []
         for job_id, result, bad, error in batch:
             if error is not None:
                 out.failed[job_id] = error
             elif bad is not None:
                 out.unreachable[job_id] = bad
             elif result is not None:
-                results.append(result)
+                pending.append(result)
                 out.by_status[result.status] = out.by_status.get(result.status, 0) + 1
-        out.attributed += sink.write(results)
+        if len(pending) >= WRITE_BATCH:  # one transaction (one fsync) per few hundred jobs
+            flush()
         if progress is not None:
             progress(len(batch))
 
@@ -345,6 +352,7 @@ def attribute_window(
                         take(f.result())
             for f in inflight:
                 take(f.result())
+    flush()
     out.skipped = total - out.attributed - len(out.failed) - len(out.unreachable)
     if redo:
         out.skipped = 0
