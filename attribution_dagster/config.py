@@ -155,6 +155,9 @@ class FleetConfig(BaseModel):
     reports_dir: str = Field(
         default=".attribution/reports", description="weekly reports: <dir>/<scope>/<week>/"
     )
+    report_schedule: bool = Field(
+        default=True, description="start weekly_report_schedule running (Mondays 06:00 UTC)"
+    )
 
     def reports_path(self, base_dir: str | Path) -> Path:
         p = Path(self.reports_dir).expanduser()

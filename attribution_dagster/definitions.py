@@ -133,7 +133,7 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
     return Definitions(
         assets=[*assets, *window_assets, *report_assets],
         jobs=[job],
-        schedules=[build_report_schedule(report_assets)],
+        schedules=[build_report_schedule(report_assets, config.fleet.report_schedule)],
         sensors=sensors,
         resources=build_resources(config),
         executor=in_process_executor,

@@ -192,6 +192,7 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
 
     schedule = defs.resolve_schedule_def("weekly_report_schedule")
     assert schedule.cron_schedule == "0 6 * * 1"
+    assert schedule.default_status.value == "RUNNING"
     when = datetime(2026, 11, 16, 6, 0, tzinfo=timezone.utc)
     with build_schedule_context(instance=instance, scheduled_execution_time=when) as ctx:
         requests = schedule.evaluate_tick(ctx).run_requests

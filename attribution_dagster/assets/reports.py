@@ -14,6 +14,7 @@ from dagster import (
     AssetDep,
     AssetExecutionContext,
     AssetsDefinition,
+    DefaultScheduleStatus,
     MaterializeResult,
     MetadataValue,
     MultiPartitionsDefinition,
@@ -93,7 +94,9 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
     return [weekly_report]
 
 
-def build_report_schedule(report_assets: list[AssetsDefinition]) -> ScheduleDefinition:
+def build_report_schedule(
+    report_assets: list[AssetsDefinition], running: bool = True
+) -> ScheduleDefinition:
     """Mondays 06:00 UTC: every scope's report of the week that just ended."""
     job = define_asset_job(
         REPORT_JOB,
@@ -102,5 +105,9 @@ def build_report_schedule(report_assets: list[AssetsDefinition]) -> ScheduleDefi
         description="Weekly failure reports (every scope of one week).",
     )
     return build_schedule_from_partitioned_job(
-        job, name="weekly_report_schedule", hour_of_day=6, minute_of_hour=0
+        job,
+        name="weekly_report_schedule",
+        hour_of_day=6,
+        minute_of_hour=0,
+        default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED,
     )
