@@ -130,7 +130,10 @@ class ExecutionContext(BaseModel):
 
 TimeQuality = Literal["exact", "inherited", "unknown"]
 """`exact`: the line carried its own timestamp; `inherited`: taken from the nearest earlier
-timed line of the same file; `unknown`: no timed line before it in the file."""
+timed line of the same file; `unknown`: no timed line before it in the file.
+
+An untimed line is an interval: written at or after `time` (the earlier timed line) and at or
+before `time_latest` (the next timed line of the same file; None: the job / file end)."""
 
 
 class Anchor(BaseModel):
@@ -190,6 +193,7 @@ class RawRecord(BaseModel):
     locator: str  # "logs/node-b/kern.log:1532", or a LogQL query plus timestamp
     time: datetime | None
     time_quality: TimeQuality = "exact"
+    time_latest: datetime | None = None  # untimed lines: the next timed line's time (upper bound)
     text: str  # the line; continuation lines follow after "\n" when an anchor asked for them
     stream: str = ""  # file name or stream label ("kern.log", "stdout"); hints system vs app output
 
@@ -259,6 +263,7 @@ class Observation(BaseModel):
     node: str
     time: datetime | None
     time_quality: TimeQuality = "exact"
+    time_latest: datetime | None = None  # untimed lines: latest possible time (None: job end)
     gpu: int | None = None  # GPU index where the line says it (cudaDev, label gpu=)
     pci: str | None = None  # PCI bus id, "0000:91:00"
     port: str | None = None  # NIC / IB port: "mlx5_0/1", "enp1s0f0np0", "Link 01"
@@ -348,6 +353,7 @@ class Evidence(BaseModel):
     time: datetime | None
     node: str
     excerpt: str
+    time_latest: datetime | None = None  # an untimed line: logged between `time` and this
 
 
 class ChainLink(BaseModel):
@@ -362,6 +368,8 @@ class ChainLink(BaseModel):
     port: str | None = None
     count: int = 1  # identical observations folded into this link
     time_quality: TimeQuality = "exact"  # "inherited": the line had no time; it was logged after
+    # an untimed line is an interval: `time` is its earliest possible time, this the latest
+    time_latest: datetime | None = None
 
 
 class Candidate(BaseModel):

@@ -161,6 +161,7 @@ class LocalFilesClient:
                         locator=f"{display}:{lineno}",
                         time=t,
                         time_quality=quality,  # type: ignore[arg-type]
+                        time_latest=res.latest.get(lineno),
                         text=text,
                         stream=path.name,
                     )

@@ -9,6 +9,10 @@ importable, else one `re` alternation), and only touches the lines that hold a h
 - an untimed hit line inherits the time of the nearest earlier timed line of the same file,
   found by a backwards regex search over the bytes since the previous hit (each byte is
   searched at most about once); the last timed line of a block is carried into the next;
+- its latest possible time is that of the nearest *later* timed line (`FileScan.latest`, by
+  line number), found by a forward search from the hit that later untimed hits before the
+  same timed line reuse; a hit still open at a block end is closed by the next block's first
+  timed line, and one open at the file end has no upper bound (the job end bounds it);
 - `context_after` lines that run past the end of a block are taken from the next block.
 
 Damaged lines are counted for the whole file with block-level C calls, never a per-line
@@ -75,6 +79,9 @@ class FileScan:
     """Result of scanning one file; records are (line number, time, quality, text)."""
 
     records: list[tuple[int, datetime | None, str, str]] = field(default_factory=list)
+    # line number of an untimed record -> time of the next timed line of the file (its
+    # latest possible time); absent when no timed line follows it
+    latest: dict[int, datetime] = field(default_factory=dict)
     lines: int = 0
     bytes: int = 0
     out_of_window: int = 0
@@ -277,8 +284,15 @@ class FileScanner:
         count = buf.count
         if st.pending:
             self._feed_pending(buf, 0, limit, st, res)
+        if st.open:
+            nxt = self._next_time(buf, -1, limit)
+            if nxt[1] is not None:
+                for lineno in st.open:
+                    res.latest[lineno] = nxt[1]
+                st.open = []
         cnt, cnt_pos = 0, 0
         last_t, scan_pos = st.carry, 0
+        nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
         for s, e in self.matcher.hit_lines(buf, view, limit):
             cnt += count(b"\n", cnt_pos, s)
             cnt_pos = s
@@ -295,6 +309,13 @@ class FileScanner:
                 quality = "inherited" if t is not None else "unknown"
             if quality == "exact":
                 last_t = t
+            else:  # untimed: its upper bound is the next timed line (shared by later hits)
+                if nxt_pos < e:
+                    nxt_pos, nxt_t = self._next_time(buf, e, limit)
+                if nxt_t is not None:
+                    res.latest[lineno] = nxt_t
+                else:
+                    st.open.append(lineno)
             scan_pos = e
             if t is not None and not (spec.window_start <= t <= spec.window_end):
                 res.out_of_window += 1
@@ -339,6 +360,24 @@ class FileScanner:
                 rec[3] = rec[3] + "\n" + "\n".join(take)
             item[1] = n - len(take)
         st.pending = [p for p in st.pending if p[1] > 0]
+
+    def _next_time(self, buf: bytearray, pos: int, limit: int) -> tuple[int, datetime | None]:
+        """(start, time) of the first timed line after the newline at `pos` (pos -1: the
+        block's first line counts too); (limit, None) when the block holds none."""
+        if pos < 0:
+            m0 = LINE_TIME.match(buf, 0, limit)
+            t0 = self.parser.from_match(m0) if m0 else None
+            if t0 is not None:
+                return 0, t0
+            pos = 0
+        search = TIMED_LINE_START.search
+        m = search(buf, pos, limit)
+        while m is not None:
+            t = self.parser.from_match(m)
+            if t is not None:
+                return m.start(), t
+            m = search(buf, m.end(), limit)
+        return limit, None
 
     def _last_time(self, buf: bytearray, lo: int, hi: int) -> datetime | None:
         """Time of the last timed line starting after the newline at `lo` and before `hi`
@@ -422,12 +461,13 @@ class FileScanner:
 class _State:
     """What a file scan carries from one block to the next."""
 
-    __slots__ = ("lines", "carry", "pending")
+    __slots__ = ("lines", "carry", "pending", "open")
 
     def __init__(self) -> None:
         self.lines = 0  # newlines before the current block
         self.carry: datetime | None = None  # time of the last timed line so far
         self.pending: list[list] = []  # [record, lines still wanted]
+        self.open: list[int] = []  # untimed hit lines still waiting for a later timed line
 
     def flush(self, res: FileScan) -> None:
         self.pending = []

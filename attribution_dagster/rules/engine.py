@@ -131,14 +131,20 @@ def render(template: str, obs: Observation) -> str:
     return TEMPLATE_FIELD.sub(one, template).strip()
 
 
+_FAR_PAST = datetime.min.replace(tzinfo=timezone.utc)
+_FAR_FUTURE = datetime.max.replace(tzinfo=timezone.utc)
+
+
 @dataclass
 class Item:
-    """One classified observation."""
+    """One classified observation, with the interval its line was written in."""
 
     obs: Observation
     rule: Rule
-    t: datetime | None  # None when the time is unknown
+    t: datetime | None  # None when the time is unknown; else the earliest possible time
     tolerance: float  # extra timing slack (metrics are scraped, not logged)
+    lo: datetime = _FAR_PAST  # earliest possible time (the analysis window start if unknown)
+    hi: datetime = _FAR_FUTURE  # latest possible time (exact: t; untimed: next timed line/end)
 
     @property
     def summary(self) -> str:
@@ -182,6 +188,16 @@ class Cand:
     @property
     def tolerance(self) -> float:
         return max(i.tolerance for i in self.items)
+
+    @property
+    def lo(self) -> datetime:
+        """Earliest time the fault can have happened (window start when no line is timed)."""
+        return min(i.lo for i in self.items)
+
+    @property
+    def hi(self) -> datetime:
+        """Latest time by which the fault certainly happened (its first line was written)."""
+        return min(i.hi for i in self.items)
 
     @property
     def exact(self) -> bool:
@@ -286,7 +302,8 @@ class RuleEngine:
             t = _utc(obs.time) if obs.time_quality != "unknown" else None
             origin = str(obs.attrs.get("origin") or "").lower()
             tol = self.tuning.metric_tolerance_seconds if origin in METRIC_ORIGINS else 0.0
-            (causes if rule.role == "cause" else symptoms).append(Item(obs, rule, t, tol))
+            lo, hi = self._bounds(obs, t, ctx)
+            (causes if rule.role == "cause" else symptoms).append(Item(obs, rule, t, tol, lo, hi))
         if unclassified:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(unclassified.items()))
             notes.append(f"no rule classified: {kinds}")
@@ -358,6 +375,20 @@ class RuleEngine:
         if rivals:
             return self._ambiguous(ctx, [top, *rivals], roots, symptoms, coverage, notes, base)
         return self._attributed(ctx, top, roots, symptoms, coverage, notes, base)
+
+    @staticmethod
+    def _bounds(
+        obs: Observation, t: datetime | None, ctx: ExecutionContext
+    ) -> tuple[datetime, datetime]:
+        """The interval a line was written in. A timed line: its time. An untimed one: after
+        the previous timed line of its file (`time`, else the job start) and before the next
+        one (`time_latest`, else the job end)."""
+        if t is not None and obs.time_quality == "exact":
+            return t, t
+        lo = t if t is not None else _utc(ctx.start)
+        hi = _utc(obs.time_latest) or _utc(ctx.end)
+        assert lo is not None and hi is not None
+        return lo, max(lo, hi)
 
     @staticmethod
     def _merge(cands: list[Cand]) -> Cand:
@@ -549,22 +580,23 @@ class RuleEngine:
             onset = [
                 s
                 for s in symptoms
-                if s.rule.onset and s.t is not None and self._explained_by(rule, s, home)
+                if s.rule.onset
+                and (s.t is not None or s.hi < _FAR_FUTURE)
+                and self._explained_by(rule, s, home)
             ]
-            # Inherited times are lower bounds: a cause provably precedes when its exact time
-            # is no later than the earliest possible symptom time; it is provably late when
-            # even its lower bound is after an exactly timed symptom.
+            # Untimed lines are intervals: a cause provably precedes when its latest possible
+            # time is no later than the earliest possible symptom time; it is provably late
+            # when even its earliest possible time is after a symptom's latest possible time.
             slack = settings.skew_seconds + c.tolerance
-            exact_onset = [s.t for s in onset if s.exact]
-            first_any = min((s.t for s in onset), default=None)  # type: ignore[type-var]
-            first_exact = min(exact_onset, default=None)  # type: ignore[type-var]
-            if first_exact is not None and _secs(t, first_exact) > slack:
+            first_any = min((s.t for s in onset if s.t is not None), default=None)  # type: ignore[type-var]
+            first_done = min((s.hi for s in onset), default=None)  # type: ignore[type-var]
+            if first_done is not None and _secs(t, first_done) > slack:
                 score -= tn.late_penalty
                 c.notes.append(
-                    f"{c.summary} came {_secs(t, first_exact):.0f} s after the first symptom "
-                    f"({_hms(first_exact)}): treated as a consequence, not the cause"
+                    f"{c.summary} came {_secs(t, first_done):.0f} s after the first symptom "
+                    f"({_hms(first_done)}): treated as a consequence, not the cause"
                 )
-            elif first_any is not None and c.exact and _secs(t, first_any) <= slack:
+            elif first_any is not None and _secs(c.hi, first_any) <= slack:
                 score += tn.precede_bonus
         c.score = round(score, 2)
 
@@ -662,12 +694,13 @@ class RuleEngine:
             for a in sorted(alive, key=lambda c: -c.score):
                 if a is b or b not in alive or a.demoted:
                     continue
-                if not self._relates(a, b) or a.t is None:
+                if not self._relates(a, b):
                     continue
-                # `a` must not be provably later than `b`; an inherited time of `b` is only a
-                # lower bound, so it cannot prove that (a's own time is a lower bound too).
+                # `a` must be able to have happened first: its earliest possible time (the
+                # window start for a line in a file without timed lines) no later than `b`'s
+                # latest possible time.
                 slack = settings.skew_seconds + max(a.tolerance, b.tolerance)
-                if b.t is not None and b.exact and _secs(a.t, b.t) > slack:
+                if _secs(a.lo, b.hi) > slack:
                     continue
                 if self._relates(b, a) and b.score > a.score:
                     continue
@@ -691,22 +724,38 @@ class RuleEngine:
     ) -> tuple[list[ChainLink], list[Evidence]]:
         folded: dict[tuple[Any, ...], tuple[ChainLink, Item]] = {}
         order: list[tuple[Any, ...]] = []
+        # An untimed line is shown as the interval it was written in. A symptom cannot have
+        # happened before the root cause it follows from, so an interval that reaches past the
+        # cause starts at the cause (srun exits in an untimed stretch of slurm-*.out after the
+        # launch line are not twelve minutes before the NVLink fault that caused them).
+        root_lo = min((i.t if i.t is not None else i.lo for i in roots_items), default=None)
+        shown: dict[int, tuple[datetime | None, datetime | None]] = {}
+        for it in roots_items:
+            shown[id(it)] = _shown(it, None, root=True)
+        for it in other_items:
+            shown[id(it)] = _shown(it, root_lo)
+
+        def when(it: Item) -> tuple[datetime, str]:
+            return (shown[id(it)][0] or _FAR, it.obs.node)
+
         for role, its in (("root_cause", roots_items), ("symptom", other_items)):
-            for it in sorted(its, key=_time_key):
+            for it in sorted(its, key=when):
                 o = it.obs
                 key = (role, o.node, o.kind, o.gpu, o.pci, o.code)
                 if key in folded:
                     link, first = folded[key]
                     folded[key] = (link.model_copy(update={"count": link.count + 1}), first)
                     continue
+                t_lo, t_hi = shown[id(it)]
                 folded[key] = (
                     ChainLink(
-                        time=it.t,
+                        time=t_lo,
+                        time_latest=t_hi,
                         node=o.node,
                         kind=o.kind,
                         role=role,  # type: ignore[arg-type]
                         summary=it.summary,
-                        evidence=_evidence(o),
+                        evidence=_evidence(o, it),
                         gpu=o.gpu,
                         pci=o.pci,
                         port=o.port,
@@ -732,7 +781,7 @@ class RuleEngine:
                 if lk not in keep:
                     keep.append(lk)
             links = keep
-        links.sort(key=lambda lk: (_link_key(lk), lk.role != "root_cause"))
+        links.sort(key=lambda lk: (_utc(lk.time) or _FAR, lk.role != "root_cause", lk.node))
         evidence = [lk.evidence for lk in links if lk.role == "root_cause"]
         evidence += [lk.evidence for lk in links if lk.role != "root_cause"]
         return links, evidence
@@ -924,8 +973,32 @@ def _link_key(lk: ChainLink) -> tuple[datetime, str]:
     return (_utc(lk.time) or _FAR, lk.node)
 
 
-def _evidence(o: Observation) -> Evidence:
-    return Evidence(source=o.source, locator=o.locator, time=o.time, node=o.node, excerpt=o.excerpt)
+def _evidence(o: Observation, it: Item | None = None) -> Evidence:
+    latest = it.hi if it is not None and not it.exact and it.hi < _FAR_FUTURE else None
+    return Evidence(
+        source=o.source,
+        locator=o.locator,
+        time=o.time,
+        node=o.node,
+        excerpt=o.excerpt,
+        time_latest=latest,
+    )
+
+
+def _shown(
+    it: Item, root_lo: datetime | None, root: bool = False
+) -> tuple[datetime | None, datetime | None]:
+    """(earliest, latest) time a chain link shows; latest is None for an exact time. A root
+    cause without any timed line before it shows the job window it lies in."""
+    if it.exact:
+        return it.t, None
+    hi = it.hi if it.hi < _FAR_FUTURE else None
+    if root_lo is not None and (hi is None or hi >= root_lo):
+        lo = it.lo if it.lo > _FAR_PAST else None
+        return (max(lo, root_lo) if lo is not None else root_lo), hi
+    if it.t is None and not root:
+        return None, hi  # no timed line before it and no cause to follow: time unknown
+    return (it.t if it.t is not None else it.lo), hi
 
 
 def load_engine(path: Path | None = None) -> RuleEngine:

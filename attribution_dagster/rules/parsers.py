@@ -552,10 +552,11 @@ class ParserCatalog:
                 node = host
                 attrs["logged_on"] = rec.node
             when, quality = rec.time, rec.time_quality
+            latest = rec.time_latest if quality != "exact" else None
             if p.spec.time_from and quality != "exact":
                 own = _inline_time(attrs.get(p.spec.time_from), ctx)
                 if own is not None:
-                    when, quality = own, "exact"
+                    when, quality, latest = own, "exact", None
             try:
                 out.append(
                     Observation(
@@ -563,6 +564,7 @@ class ParserCatalog:
                         node=node,
                         time=when,
                         time_quality=quality,
+                        time_latest=latest,
                         excerpt=_trim(draft.get("excerpt") or line),
                         source=rec.source,
                         locator=rec.locator,
