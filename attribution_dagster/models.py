@@ -196,6 +196,8 @@ class RawRecord(BaseModel):
     time_latest: datetime | None = None  # untimed lines: the next timed line's time (upper bound)
     text: str  # the line; continuation lines follow after "\n" when an anchor asked for them
     stream: str = ""  # file name or stream label ("kern.log", "stdout"); hints system vs app output
+    # the last timed line of its file (not a prefilter hit): where the source stops writing
+    last_of_file: bool = False
 
 
 class MetricSample(BaseModel):
@@ -235,6 +237,12 @@ class SourceCoverage(BaseModel):
     errors: list[str] = Field(default_factory=list)
     retryable: bool = Field(
         default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"
+    )
+    file_tails: list[RawRecord] = Field(
+        default_factory=list,
+        exclude=True,
+        description="the last timed line of each file read (last_of_file records): where each "
+        "source stopped writing, for the engine's silence test; not serialized",
     )
 
     @property
@@ -298,6 +306,10 @@ OBSERVATION_KINDS: dict[str, str] = {
     "nccl_remote_error": "NCCL `remote process exited or there was a network error`",
     "nccl_abort": "NCCL communicator aborted / NCCL WARN about an abort",
     "nccl_warn": "any other NCCL WARN line",
+    "peer_lost": "a connection to a named peer closed or was reset (NCCL socket, Gloo, c10d "
+    "store); `peer` names it (IP, IP:port or host name)",
+    "node_address": "an address a job node uses, from the job's own logs (NCCL `Bootstrap : "
+    "Using <if>:<ip>`, `NET/IB ... OOB <if>:<ip>`); attrs.address: resolves peers",
     # collective / launcher symptoms
     "collective_timeout": "PyTorch NCCL watchdog caught a collective timeout",
     "watchdog_failure": "PyTorch watchdog tore the process down",
@@ -323,6 +335,11 @@ OBSERVATION_KINDS: dict[str, str] = {
     "k8s_oom_killed": "Kubernetes container terminated OOMKilled",
     "k8s_evicted": "Kubernetes pod evicted / preempted (attrs.reason)",
     "job_state": "the scheduler's final state, from the execution context (attrs.state)",
+    # liveness (issue 9)
+    "log_last_line": "the last timed line of one log file: where that source stopped writing",
+    "node_silent": "a node stopped writing while the others went on (engine, from "
+    "log_last_line); evidence is the last line it wrote",
+    "progress": "a training progress line (step / iteration / loss / throughput; attrs.step)",
 }
 
 

@@ -166,6 +166,19 @@ class LocalFilesClient:
                         stream=path.name,
                     )
                 )
+            if res.tail is not None:  # where the file stops: silence of a node (engine)
+                lineno, t, text = res.tail
+                cov.file_tails.append(
+                    RawRecord(
+                        source="files",
+                        node=node,
+                        locator=f"{display}:{lineno}",
+                        time=t,
+                        text=text,
+                        stream=path.name,
+                        last_of_file=True,
+                    )
+                )
         cov.records = len(records)
         file_errors = sum(1 for e in cov.errors if not e.startswith("logs/:"))
         cov.status = _status(  # type: ignore[assignment]

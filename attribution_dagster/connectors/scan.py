@@ -82,6 +82,9 @@ class FileScan:
     # line number of an untimed record -> time of the next timed line of the file (its
     # latest possible time); absent when no timed line follows it
     latest: dict[int, datetime] = field(default_factory=dict)
+    # the file's last timed line (line number, time, text): where a node that went silent
+    # stopped writing; found by the same backward searches, no extra pass over the bytes
+    tail: tuple[int, datetime, str] | None = None
     lines: int = 0
     bytes: int = 0
     out_of_window: int = 0
@@ -206,6 +209,7 @@ class FileScanner:
         self._ctx = [(lit.encode(), n) for lit, n in pairs if n > 0]
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
+        self._found_at = -1  # line start of the timed line _last_time found last
 
     # -- public -------------------------------------------------------------------------
     def scan_path(self, path: Path, display: str) -> FileScan:
@@ -293,6 +297,7 @@ class FileScanner:
         cnt, cnt_pos = 0, 0
         last_t, scan_pos = st.carry, 0
         nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
+        tail_pos, tail_t = -1, None  # start and time of the block's last timed line seen
         for s, e in self.matcher.hit_lines(buf, view, limit):
             cnt += count(b"\n", cnt_pos, s)
             cnt_pos = s
@@ -305,10 +310,13 @@ class FileScanner:
                 found = self._last_time(buf, scan_pos, s)
                 if found is not None:
                     last_t = found
+                    if self._found_at > tail_pos:
+                        tail_pos, tail_t = self._found_at, found
                 t = last_t
                 quality = "inherited" if t is not None else "unknown"
             if quality == "exact":
                 last_t = t
+                tail_pos, tail_t = s, t
             else:  # untimed: its upper bound is the next timed line (shared by later hits)
                 if nxt_pos < e:
                     nxt_pos, nxt_t = self._next_time(buf, e, limit)
@@ -330,8 +338,17 @@ class FileScanner:
                 st.pending.append([record, need])
                 self._feed_pending(buf, e + 1, limit, st, res, only_last=True)
         found = self._last_time(buf, scan_pos, limit)
+        if found is not None and self._found_at > tail_pos:
+            tail_pos, tail_t = self._found_at, found
         st.carry = found if found is not None else last_t
         st.lines += cnt + count(b"\n", cnt_pos, limit)
+        if tail_t is not None:  # number it back from the block end (it is near the end)
+            end = buf.find(b"\n", tail_pos, limit)
+            end = limit if end < 0 else end
+            lineno = st.lines - count(b"\n", tail_pos, limit) + 1
+            text = self._clean(buf[tail_pos:end], res)
+            if text is not None:
+                st.tail = (lineno, tail_t, text)
 
     def _feed_pending(
         self,
@@ -390,6 +407,7 @@ class FileScanner:
             m0 = LINE_TIME.match(buf, 0, hi)
             if m0 is not None:
                 t = self.parser.from_match(m0)
+                self._found_at = 0
         return t
 
     def _last_in(self, buf: bytearray, frm: int, stop: int, before: int) -> datetime | None:
@@ -397,6 +415,7 @@ class FileScanner:
             if m.start() < before:
                 t = self.parser.from_match(m)
                 if t is not None:
+                    self._found_at = m.start() + 1  # the line starts after the newline
                     return t
         return None
 
@@ -461,14 +480,16 @@ class FileScanner:
 class _State:
     """What a file scan carries from one block to the next."""
 
-    __slots__ = ("lines", "carry", "pending", "open")
+    __slots__ = ("lines", "carry", "pending", "open", "tail")
 
     def __init__(self) -> None:
         self.lines = 0  # newlines before the current block
         self.carry: datetime | None = None  # time of the last timed line so far
         self.pending: list[list] = []  # [record, lines still wanted]
         self.open: list[int] = []  # untimed hit lines still waiting for a later timed line
+        self.tail: tuple[int, datetime, str] | None = None  # the last timed line so far
 
     def flush(self, res: FileScan) -> None:
         self.pending = []
+        res.tail = self.tail
         res.records = [tuple(r) for r in res.records]  # type: ignore[misc]

@@ -45,6 +45,14 @@ from attribution_dagster.models import (
     SourceCoverage,
     Suspect,
 )
+from attribution_dagster.rules.liveness import (
+    converge,
+    last_seen,
+    latest,
+    learn_addresses,
+    peer_node,
+    silent,
+)
 from attribution_dagster.rules.rulebook import (
     SYMPTOMS_TOKEN,
     TEMPLATE_FIELD,
@@ -68,6 +76,8 @@ STATES_AS_EVIDENCE = {
     JobState.CANCELLED,
 }
 METRIC_ORIGINS = {"dcgm", "metric", "prometheus"}
+# a node reporting these complains of a remote failure itself (it is not the one that went away)
+PEER_KINDS = {"nccl_remote_error", "peer_lost", "ib_completion_error"}
 KIND_LABELS = {
     "collective_timeout": "NCCL timeouts",
     "watchdog_failure": "NCCL watchdog teardowns",
@@ -75,6 +85,7 @@ KIND_LABELS = {
     "nccl_system_error": "NCCL system errors",
     "nccl_abort": "NCCL aborts",
     "ib_completion_error": "IB completion errors",
+    "peer_lost": "lost peer connections",
     "child_failed": "torchrun child failures",
     "process_exit": "task exits",
     "traceback": "tracebacks",
@@ -308,6 +319,7 @@ class RuleEngine:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(unclassified.items()))
             notes.append(f"no rule classified: {kinds}")
         notes.extend(self._repeat_notes(causes + symptoms))
+        pointed = self._peers_and_silence(ctx, observations, causes, symptoms, notes)
 
         base = dict(
             job_id=ctx.job_id,
@@ -351,7 +363,7 @@ class RuleEngine:
                     f"strongest candidate too weak to attribute ({best.category}, "
                     f"score {best.score:.0f} < {tn.min_score:.0f}): {best.summary}"
                 )
-            return self._unattributed(ctx, roots, symptoms, coverage, notes, base)
+            return self._unattributed(ctx, roots, symptoms, coverage, notes, base, pointed)
 
         top = contenders[0]
         rivals = [
@@ -375,6 +387,93 @@ class RuleEngine:
         if rivals:
             return self._ambiguous(ctx, [top, *rivals], roots, symptoms, coverage, notes, base)
         return self._attributed(ctx, top, roots, symptoms, coverage, notes, base)
+
+    def _peers_and_silence(
+        self,
+        ctx: ExecutionContext,
+        observations: list[Observation],
+        causes: list[Item],
+        symptoms: list[Item],
+        notes: list[str],
+    ) -> str | None:
+        """Peer blame and silent nodes (issue 9). Errors that name a remote peer are symptoms
+        about it; when most reporters name one node, network errors about that node stop being
+        a fabric cause, and that node's own evidence decides. A node whose logs stop well
+        before the others' becomes a `node_silent` cause when something corroborates it (the
+        peers point at it, the scheduler named or failed it). Returns the node the peers point
+        at (named as where to look even when nothing explains the failure)."""
+        index = learn_addresses(ctx, observations)
+        named: dict[str, set[str]] = defaultdict(set)
+        about: dict[int, str] = {}
+        for it in causes + symptoms:
+            target = peer_node(it.obs, index)
+            if target is not None and target != it.obs.node and it.obs.node in ctx.nodes:
+                named[target].add(it.obs.node)
+                about[id(it)] = target
+        complaining = {
+            i.obs.node
+            for i in causes + symptoms
+            if i.obs.kind in PEER_KINDS or id(i) in about
+        }
+        conv = converge(dict(named), len(ctx.nodes), complaining)
+        if conv.why:
+            notes.append(conv.why)
+        pointed = conv.suspect
+        if pointed is not None:
+            moved = [i for i in causes if i.rule.about_peer and about.get(id(i)) == pointed]
+            for it in moved:
+                causes.remove(it)
+                symptoms.append(it)
+            if moved:
+                notes.append(
+                    f"{len(moved)} network error(s) toward {pointed} read as symptoms of what "
+                    f"happened to {pointed}, not as a fabric fault"
+                )
+        # silence: corroborated by the peers, by a scheduler line naming the node, or NODE_FAIL
+        seen = last_seen(observations, ctx.nodes)
+        gap = self.tuning.silence_seconds
+        named_down = [  # a scheduler / kernel line that says the node went away
+            self._home(i, ctx)
+            for i in causes
+            if i.rule.category == "node.down" and i.rule.locates and i.rule.weight >= 70
+        ]
+        targets = list(dict.fromkeys(([pointed] if pointed else []) + named_down))
+        found = [(n, tail) for n in targets if (tail := silent(n, seen, ctx.end, gap))]
+        if not found and ctx.state is JobState.NODE_FAIL:
+            quiet = [(n, tail) for n in ctx.nodes if (tail := silent(n, seen, ctx.end, gap))]
+            if len(quiet) == 1:
+                found = quiet
+        for node, tail in found:
+            others = sorted(
+                _utc(o.time)  # type: ignore[type-var]
+                for n in seen
+                if n != node and (o := latest(seen, n)) is not None
+            )
+            obs = Observation(
+                kind="node_silent",
+                node=node,
+                time=tail.time,
+                time_quality="exact",
+                excerpt=tail.excerpt,
+                source=tail.source,
+                locator=tail.locator,
+                parser="engine.silence",
+                attrs={
+                    "others_until": _hms(others[len(others) // 2]) if others else None,
+                    "stream": tail.attrs.get("stream"),
+                },
+            )
+            rule = self.classify(obs, ctx.gpu_model, ctx.state)
+            if rule is None or rule.role != "cause":
+                continue
+            t = _utc(tail.time)
+            assert t is not None
+            causes.append(Item(obs, rule, t, 0.0, t, t))
+            notes.append(
+                f"{node} stopped writing at {_hms(t)} while the other nodes went on "
+                f"(median last line {obs.attrs['others_until']})"
+            )
+        return pointed
 
     @staticmethod
     def _bounds(
@@ -828,7 +927,9 @@ class RuleEngine:
             **base,
         )
 
-    def _unattributed(self, ctx, roots, symptoms, coverage, notes, base) -> AttributionResult:  # type: ignore[no-untyped-def]
+    def _unattributed(  # type: ignore[no-untyped-def]
+        self, ctx, roots, symptoms, coverage, notes, base, pointed=None
+    ) -> AttributionResult:
         weak = [i for c in roots for i in _all_items(c)]
         links, evidence = self._chain([], weak + symptoms)
         kinds = sorted({s.obs.kind for s in symptoms})
@@ -842,10 +943,15 @@ class RuleEngine:
             summary = "no root cause found: no fault or symptom observed"
         for c in roots:
             notes.extend(c.notes)
+        if pointed:
+            summary += (
+                f"; the other nodes' errors point at {pointed}, which shows no fault in the "
+                "evidence read: look there first"
+            )
         return AttributionResult(
             status="unattributed",
             category=None,
-            suspect_nodes=[],
+            suspect_nodes=[pointed] if pointed else [],
             symptom_chain=links,
             evidence=evidence,
             summary=summary,

@@ -447,6 +447,21 @@ def _follow_echoes(
     return out
 
 
+def _tail_observation(rec: RawRecord) -> Observation:
+    """The last timed line of a file, as a `log_last_line` observation (engine: silence)."""
+    return Observation(
+        kind="log_last_line",
+        node=rec.node,
+        time=rec.time,
+        time_quality=rec.time_quality,
+        excerpt=_trim(rec.text),
+        source=rec.source,
+        locator=rec.locator,
+        parser="file_tail",
+        attrs={"stream": rec.stream} if rec.stream else {},
+    )
+
+
 def _trim(text: str) -> str:
     text = text.strip()
     return text if len(text) <= EXCERPT_MAX else text[: EXCERPT_MAX - 1] + "…"
@@ -587,7 +602,12 @@ class ParserCatalog:
         seen: set[tuple[str, str, str]] = set()
         out: list[Observation] = []
         per_record: list[tuple[RawRecord, list[Observation]]] = []
+        # where each file stops (liveness, not a parsed event): the engine's silence test
+        tails = [_tail_observation(r) for c in raw.coverage for r in c.file_tails]
         for rec in raw.records:
+            if rec.last_of_file:
+                tails.append(_tail_observation(rec))
+                continue
             key = (rec.source, rec.locator, rec.text)
             if key in seen:
                 continue
@@ -596,6 +616,7 @@ class ParserCatalog:
         for _, obs in _follow_echoes(_relabel_srun_tasks(per_record, ctx), ctx):
             out.extend(obs)
         out.extend(self.normalize_samples(raw.samples, ctx))
+        out.extend(tails)
         out.sort(key=_sort_key)
         return out
 

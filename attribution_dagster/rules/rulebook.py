@@ -285,6 +285,11 @@ class Rule(BaseModel):
         description="a cause only when nothing else is: dropped whenever another cause fits "
         "(XID 63, a row remap that succeeded, explains a failure only when alone)",
     )
+    about_peer: bool = Field(
+        default=False,
+        description="the observation names a remote peer (NCCL IB retry exceeded toward an IP): "
+        "when the job's peer errors converge on one node, it is a symptom about that node",
+    )
     shared: Shared | None = None
     repeat: Repeat | None = None
     summary: str = Field(min_length=1)
@@ -362,6 +367,12 @@ class EngineTuning(BaseModel):
         default=120, ge=0, description="a fault that cleared this long before the failure onset"
     )
     max_chain_links: int = Field(default=40, ge=5)
+    silence_seconds: float = Field(
+        default=120,
+        ge=0,
+        description="a node whose logs stop this long before most others' (and the job end) is "
+        "silent; with corroboration (peers name it, the scheduler failed it) it is node.down",
+    )
 
 
 class Rulebook(BaseModel):
