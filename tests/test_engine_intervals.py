@@ -156,3 +156,19 @@ def test_unknown_time_node_failure_counts_within_the_job_window() -> None:
     assert (res.status, res.category, res.suspect_nodes) == ("attributed", "node.down", ["node-c"])
     root = next(lk for lk in res.symptom_chain if lk.role == "root_cause")
     assert root.time == T0 and root.time_latest == T0 + timedelta(hours=1)
+
+
+@pytest.mark.parametrize("use_hs", [True, False])
+@pytest.mark.parametrize("block", [16, 41, 100, 1 << 20])
+def test_scanner_reports_each_files_last_timed_line(block: int, use_hs: bool) -> None:
+    """Silence (issue 9 item 2) needs where a file stops; the scanner finds it with the
+    backward searches it already makes, whatever the block size."""
+    lines = [b"2026-11-02T10:00:01Z start", b"NCCL WARN hit"]
+    lines += [b"2026-11-02T10:0%d:00Z step %d" % (i, i) for i in range(1, 6)]
+    lines += [b"untimed tail %d" % i for i in range(7)]
+    res = FileScanner(_spec(block, use_hs)).scan_bytes(b"\n".join(lines) + b"\n")
+    assert res.tail is not None
+    lineno, t, text = res.tail
+    assert (lineno, t, text) == (7, T0 + timedelta(minutes=5), "2026-11-02T10:05:00Z step 5")
+    none = FileScanner(_spec(block, use_hs)).scan_bytes(b"no time\nNCCL WARN x\n")
+    assert none.tail is None
