@@ -147,6 +147,9 @@ class Anchor(BaseModel):
 
     literal: str = Field(min_length=3)
     context_after: int = Field(default=0, ge=0, le=40)
+    # not a prefilter hit: the scanner keeps only the LAST line of each file holding it
+    # (training progress lines are a large share of a log; the engine needs where they stop)
+    last_only: bool = False
 
 
 class Window(BaseModel):
@@ -237,6 +240,12 @@ class SourceCoverage(BaseModel):
     errors: list[str] = Field(default_factory=list)
     retryable: bool = Field(
         default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"
+    )
+    file_progress: list[RawRecord] = Field(
+        default_factory=list,
+        exclude=True,
+        description="the last line of each file holding a `last_only` anchor (training "
+        "progress): where the job stopped advancing; not serialized",
     )
     file_tails: list[RawRecord] = Field(
         default_factory=list,

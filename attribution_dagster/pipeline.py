@@ -88,7 +88,8 @@ def collect_evidence(
             max_line_bytes=settings.max_line_bytes, workers=settings.workers
         )
         case = Path(case)
-        records, log_cov = files.fetch_logs(case, ctx, anchors, window)
+        # the local scanner also keeps each file's last progress line (last_only anchors)
+        records, log_cov = files.fetch_logs(case, ctx, catalog().anchors(last_only=True), window)
         samples, metric_cov = files.fetch_metrics(case, ctx, window)
         coverage = [log_cov] + ([metric_cov] if metric_cov is not None else [])
     elif sources:

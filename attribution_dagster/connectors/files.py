@@ -128,9 +128,11 @@ class LocalFilesClient:
         if cov.nodes_missing and ignored:
             shown = ", ".join(ignored[:5]) + (" ..." if len(ignored) > 5 else "")
             cov.errors.append(f"logs/: ignored directories of nodes not in the job: {shown}")
+        hits = [a for a in anchors if not a.last_only]
         spec = ScanSpec(
-            literals=tuple(a.literal for a in anchors),
-            context_after=tuple(a.context_after for a in anchors),
+            literals=tuple(a.literal for a in hits),
+            context_after=tuple(a.context_after for a in hits),
+            last_literals=tuple(a.literal for a in anchors if a.last_only),
             window_start=window.start,
             window_end=window.end,
             reference=ctx.start,
@@ -162,6 +164,19 @@ class LocalFilesClient:
                         time=t,
                         time_quality=quality,  # type: ignore[arg-type]
                         time_latest=res.latest.get(lineno),
+                        text=text,
+                        stream=path.name,
+                    )
+                )
+            if res.progress is not None:  # where training stopped advancing (engine)
+                lineno, t, quality, text = res.progress
+                cov.file_progress.append(
+                    RawRecord(
+                        source="files",
+                        node=node,
+                        locator=f"{display}:{lineno}",
+                        time=t,
+                        time_quality=quality,  # type: ignore[arg-type]
                         text=text,
                         stream=path.name,
                     )

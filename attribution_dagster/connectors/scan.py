@@ -54,6 +54,7 @@ HAVE_HYPERSCAN = _hs is not None
 DEFAULT_BLOCK = 4 * 1024 * 1024
 _BACK_WINDOW = 8192  # first backwards step when looking for an earlier timed line
 DAMAGE_CAP = 256  # damaged lines located per kind and block
+PROGRESS_WINDOW = 64 * 1024  # a block's last progress line is looked for this far back
 # Bytes that count as control characters when deciding a line is binary garbage.
 _CONTROL = bytes(b for b in range(32) if b not in (9, 27)) + b"\x7f"
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
@@ -72,6 +73,9 @@ class ScanSpec:
     max_line_bytes: int = 65536
     block_size: int = DEFAULT_BLOCK
     use_hyperscan: bool = True
+    # literals of which only each file's last line is kept (training progress): searched
+    # backwards in the last PROGRESS_WINDOW bytes of each block, never as hits
+    last_literals: tuple[str, ...] = ()
 
 
 @dataclass
@@ -85,6 +89,10 @@ class FileScan:
     # the file's last timed line (line number, time, text): where a node that went silent
     # stopped writing; found by the same backward searches, no extra pass over the bytes
     tail: tuple[int, datetime, str] | None = None
+    # the file's last line holding a `last_literals` literal (line, time, quality, text); a
+    # progress line followed by more than PROGRESS_WINDOW bytes of other output in its block
+    # is missed (an earlier one, or none, is reported: the engine then demotes less)
+    progress: tuple[int, datetime | None, str, str] | None = None
     lines: int = 0
     bytes: int = 0
     out_of_window: int = 0
@@ -207,6 +215,7 @@ class FileScanner:
         # literals asking for continuation lines, checked per hit line (same on both paths)
         pairs = zip(spec.literals, spec.context_after, strict=True)
         self._ctx = [(lit.encode(), n) for lit, n in pairs if n > 0]
+        self._last_lits = [lit.encode() for lit in spec.last_literals if lit]
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
         self._found_at = -1  # line start of the timed line _last_time found last
@@ -295,6 +304,7 @@ class FileScanner:
                     res.latest[lineno] = nxt[1]
                 st.open = []
         cnt, cnt_pos = 0, 0
+        carry0 = st.carry
         last_t, scan_pos = st.carry, 0
         nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
         tail_pos, tail_t = -1, None  # start and time of the block's last timed line seen
@@ -349,6 +359,31 @@ class FileScanner:
             text = self._clean(buf[tail_pos:end], res)
             if text is not None:
                 st.tail = (lineno, tail_t, text)
+        if self._last_lits:
+            self._last_progress(buf, limit, st, res, carry0)
+
+    def _last_progress(
+        self, buf: bytearray, limit: int, st: _State, res: FileScan, carry: datetime | None
+    ) -> None:
+        """The block's last line holding a progress literal, looked for only in the block's
+        last PROGRESS_WINDOW bytes (C-level rfind), with its own or inherited time."""
+        lo = max(0, limit - PROGRESS_WINDOW)
+        at = max(buf.rfind(lit, lo, limit) for lit in self._last_lits)
+        if at < 0:
+            return
+        start = buf.rfind(b"\n", 0, at) + 1
+        end = buf.find(b"\n", at, limit)
+        end = limit if end < 0 else end
+        m = LINE_TIME.match(buf, start, end)
+        t = self.parser.from_match(m) if m else None
+        quality = "exact"
+        if t is None:
+            t = self._last_time(buf, 0, start) or carry
+            quality = "inherited" if t is not None else "unknown"
+        text = self._clean(buf[start:end], res)
+        if text is not None:
+            lineno = st.lines - buf.count(b"\n", start, limit) + 1
+            st.progress = (lineno, t, quality, text)
 
     def _feed_pending(
         self,
@@ -480,7 +515,7 @@ class FileScanner:
 class _State:
     """What a file scan carries from one block to the next."""
 
-    __slots__ = ("lines", "carry", "pending", "open", "tail")
+    __slots__ = ("lines", "carry", "pending", "open", "tail", "progress")
 
     def __init__(self) -> None:
         self.lines = 0  # newlines before the current block
@@ -488,8 +523,10 @@ class _State:
         self.pending: list[list] = []  # [record, lines still wanted]
         self.open: list[int] = []  # untimed hit lines still waiting for a later timed line
         self.tail: tuple[int, datetime, str] | None = None  # the last timed line so far
+        self.progress: tuple[int, datetime | None, str, str] | None = None  # last progress line
 
     def flush(self, res: FileScan) -> None:
         self.pending = []
         res.tail = self.tail
+        res.progress = self.progress
         res.records = [tuple(r) for r in res.records]  # type: ignore[misc]

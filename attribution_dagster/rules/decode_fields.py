@@ -584,6 +584,53 @@ def strip_prefix(line: str) -> str:
 
 
 # Attrs each decoder may set (for docs/parsers.md; the catalog adds the regex-mapped ones).
+# --- training progress ---------------------------------------------------------------------------
+
+_STEP = re.compile(
+    r"iteration\s{0,12}(?P<it>\d{1,12})\s{0,4}/\s{0,12}(?P<tot>\d{1,12})"  # Megatron / NeMo
+    r"|\b(?:global_)?[Ss]teps?\b[\s=:]{1,4}(?P<step>\d{1,12})"  # DeepSpeed, torchtitan, logging
+    r"|\b(?P<tq>\d{1,12})/(?P<tqt>\d{1,12}) \[[\d:]{4,12}<"  # tqdm / Lightning counter
+)
+_LOSS = re.compile(
+    r"(?:lm loss|train_loss|'loss'|\bloss)['\"]?\s{0,2}[=:]\s{0,3}"
+    r"(?P<loss>nan|inf|-?[\d.]+(?:[eE][+-]?\d+)?)",
+    re.IGNORECASE,
+)
+_RATE = re.compile(
+    r"(?P<rate>[\d.]{1,12})\s?(?P<unit>it/s|s/it)|(?:tokens/s|tps|samples/s(?:ec)?|"
+    r"samples_per_second|TFLOPs)[\s=:'\"]{1,4}(?P<tput>[\d.,]{1,16})"
+)
+
+
+@decoder("progress")
+def decode_progress(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """A training progress line: step (iteration / step / tqdm counter), loss, throughput.
+    Needs a step or a loss (a bare rate is not enough to say the job advanced)."""
+    line = text.split("\n", 1)[0][-2000:]  # tqdm lines hold many \r updates: the last counts
+    line = line.rsplit("\r", 1)[-1] if "\r" in line else line
+    attrs = draft["attrs"]
+    found = list(_STEP.finditer(line))
+    m = found[-1] if found else None
+    if m is not None:
+        step = m.group("it") or m.group("step") or m.group("tq")
+        total = m.group("tot") or m.group("tqt")
+        attrs["step"] = int(step) if step else None
+        if total:
+            attrs["total"] = int(total)
+    lm = _LOSS.search(line)
+    if lm:
+        try:
+            attrs["loss"] = float(lm.group("loss"))
+        except ValueError:
+            attrs["loss"] = lm.group("loss")
+    rm = _RATE.search(line)
+    if rm:
+        attrs["throughput"] = (rm.group("rate") or rm.group("tput") or "").replace(",", "")
+    attrs = {k: v for k, v in attrs.items() if v is not None}
+    draft["attrs"] = attrs
+    return "step" in attrs or "loss" in attrs
+
+
 DECODER_ATTRS: dict[str, list[str]] = {
     "xid": [
         "mnemonic", "subsystem", "fatal", "event", "link", "action", "action_code",
@@ -605,4 +652,5 @@ DECODER_ATTRS: dict[str, list[str]] = {
     "k8s_evicted": ["reason", "resource"],
     "io_error": ["what", "device"],
     "torch_ranks": ["global_rank", "rank", "pg"],
+    "progress": ["step", "total", "loss", "throughput"],
 }  # fmt: skip

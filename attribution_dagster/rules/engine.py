@@ -341,9 +341,11 @@ class RuleEngine:
             for o in kept
             if o.kind in recovery_kinds and o.time is not None and o.time_quality != "unknown"
         ]
+        progress = self._last_progress(observations, ctx)
         for c in cands:
             self._score(c, symptoms, settings)
             self._recovered(c, symptoms, recoveries, settings)
+            self._progressed(c, progress)
         self._after_end(cands, settings)
         roots = self._absorb(cands, settings)
         self._earliest_bonus(roots, settings)
@@ -386,7 +388,35 @@ class RuleEngine:
                 top, rivals = heads[0], heads[1:]
         if rivals:
             return self._ambiguous(ctx, [top, *rivals], roots, symptoms, coverage, notes, base)
+        stall = self._stall_note(top, progress, ctx)
+        if stall:
+            notes.insert(0, stall)
         return self._attributed(ctx, top, roots, symptoms, coverage, notes, base)
+
+    def _stall_note(
+        self, top: Cand, progress: dict[str, Observation], ctx: ExecutionContext
+    ) -> str | None:
+        """Name the stall: where training progress stopped relative to the cause."""
+        if not progress or top.rule.late_ok or top.t is None:
+            return None
+        last = max(progress.values(), key=lambda o: _utc(o.time))  # type: ignore[arg-type,return-value]
+        t_last = _utc(last.time)
+        assert t_last is not None
+        step = last.attrs.get("step")
+        what = f"step {step} " if step is not None else ""
+        gap = _secs(t_last, top.t)
+        if gap > self.tuning.progress_grace_seconds:
+            return None
+        tail = (
+            f"; the job then sat until it ended {ctx.state.value} at {_hms(_utc(ctx.end))}"
+            if ctx.state is JobState.TIMEOUT
+            else ""
+        )
+        when = f"{-gap:.0f} s before" if gap <= 0 else f"{gap:.0f} s after"
+        return (
+            f"training stalled: the last progress line ({what}on {last.node}) was logged at "
+            f"{_hms(t_last)}, {when} the fault{tail}"
+        )
 
     def _peers_and_silence(
         self,
@@ -743,6 +773,46 @@ class RuleEngine:
         c.demoted = (
             f"cleared by {_hms(last_clear)}, {_secs(deadline, last_clear):.0f} s before the "
             f"failure onset ({_hms(deadline)}): a transient blip, not the cause"
+        )
+        c.notes.append(f"{c.summary} {c.demoted}")
+
+    @staticmethod
+    def _last_progress(
+        observations: list[Observation], ctx: ExecutionContext
+    ) -> dict[str, Observation]:
+        """Per node, its last training progress line (step / iteration / loss)."""
+        last: dict[str, Observation] = {}
+        nodes = set(ctx.nodes)
+        for o in observations:
+            if o.kind != "progress" or o.time is None or o.node not in nodes:
+                continue
+            cur = last.get(o.node)
+            if cur is None or _utc(o.time) > _utc(cur.time):  # type: ignore[operator]
+                last[o.node] = o
+        return last
+
+    def _progressed(self, c: Cand, progress: dict[str, Observation]) -> None:
+        """A fault after which training kept advancing for minutes (on the nodes it hit, else
+        anywhere in the job) did not stop the job: demote it, the way a storage blip that
+        cleared is demoted. Its last occurrence counts (a fault that repeats until the end
+        is not excused by progress after its first one)."""
+        if c.rule.late_ok or c.demoted or not progress or c.t is None:
+            return
+        mine = [progress[n] for n in c.affected if n in progress]
+        seen = mine or list(progress.values())
+        last = max(seen, key=lambda o: _utc(o.time))  # type: ignore[arg-type,return-value]
+        t_last = _utc(last.time)
+        fault_last = max(i.hi for i in c.items)  # provably before the progress
+        assert t_last is not None
+        gap = _secs(t_last, fault_last)
+        if gap < self.tuning.progress_grace_seconds:
+            return
+        step = last.attrs.get("step")
+        c.score = round(c.score - self.tuning.late_penalty, 2)
+        c.demoted = (
+            f"training went on for {gap / 60:.0f} min after it (last progress "
+            f"{'step ' + str(step) + ' ' if step is not None else ''}on {last.node} at "
+            f"{_hms(t_last)}): not what stopped the job"
         )
         c.notes.append(f"{c.summary} {c.demoted}")
 

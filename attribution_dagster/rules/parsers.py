@@ -133,6 +133,8 @@ class ParserSpec(BaseModel):
     group: str | None = None
     node_from: str | None = None
     strip_prefix: bool = False  # match after timestamp / host / srun / torchrun prefixes
+    # the scanner keeps only the last line per file holding one of its anchors (progress)
+    last_only: bool = False
     # an attr holding the event's own ISO time (slurmstepd `CANCELLED AT <time>`): it becomes
     # the observation's exact time when the line itself carried none
     time_from: str | None = None
@@ -492,19 +494,27 @@ class ParserCatalog:
         self._metrics = MetricNormalizer(metrics)
         by_literal: dict[str, set[int]] = {}
         context: dict[str, int] = {}
+        hit: set[str] = set()  # literals some ordinary (not last_only) parser needs as hits
         for p in self.parsers:
             for a in p.spec.anchors:
                 by_literal.setdefault(a.literal, set()).add(p.index)
                 context[a.literal] = max(context.get(a.literal, 0), a.context_after)
+                if not p.spec.last_only:
+                    hit.add(a.literal)
         self._dispatch = [(lit, tuple(sorted(ix))) for lit, ix in by_literal.items()]
-        self._anchors = [Anchor(literal=lit, context_after=context[lit]) for lit in by_literal]
+        self._anchors = [
+            Anchor(literal=lit, context_after=context[lit], last_only=lit not in hit)
+            for lit in by_literal
+        ]
         self._hs = _HyperscanDispatch.build([lit for lit, _ in self._dispatch])
 
     # --- the interface -------------------------------------------------------------------
 
-    def anchors(self) -> list[Anchor]:
-        """Union of anchor literals (case-sensitive) the scanners prefilter on."""
-        return list(self._anchors)
+    def anchors(self, last_only: bool = False) -> list[Anchor]:
+        """Union of anchor literals (case-sensitive) the scanners prefilter on; with
+        `last_only`, also the literals of which a scanner keeps only each file's last line
+        (progress: the local-files scanner finds it near each block end, no extra pass)."""
+        return [a for a in self._anchors if last_only or not a.last_only]
 
     def parse_line(self, line: str) -> list[tuple[Parser, dict[str, Any]]]:
         """Matches of one line (first line of a record) in catalog order: (parser, draft)."""
@@ -604,6 +614,9 @@ class ParserCatalog:
         per_record: list[tuple[RawRecord, list[Observation]]] = []
         # where each file stops (liveness, not a parsed event): the engine's silence test
         tails = [_tail_observation(r) for c in raw.coverage for r in c.file_tails]
+        for c in raw.coverage:  # each file's last progress line
+            for r in c.file_progress:
+                tails.extend(o for o in self.parse_record(r, ctx) if o.kind == "progress")
         for rec in raw.records:
             if rec.last_of_file:
                 tails.append(_tail_observation(rec))

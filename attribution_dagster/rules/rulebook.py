@@ -367,6 +367,12 @@ class EngineTuning(BaseModel):
         default=120, ge=0, description="a fault that cleared this long before the failure onset"
     )
     max_chain_links: int = Field(default=40, ge=5)
+    progress_grace_seconds: float = Field(
+        default=300,
+        ge=0,
+        description="a fault after which training progress went on this long (on the affected "
+        "nodes, else the job) did not stop the job: demoted like a recovered blip",
+    )
     silence_seconds: float = Field(
         default=120,
         ge=0,
