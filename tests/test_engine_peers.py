@@ -177,3 +177,28 @@ def test_sigkill_with_no_cause_is_not_attributed() -> None:
     obs += [ob("peer_lost", n, 26.1, peer="gpu-02") for n in NODES if n != "gpu-02"]
     r = run(ctx(), obs)
     assert (r.status, r.suspect_nodes) == ("unattributed", ["gpu-02"])
+
+
+def test_links_down_on_some_nodes_in_one_second_name_them_as_a_shared_switch() -> None:
+    """Item 6: a subset of the job's nodes loses its links at once -> those nodes, scope shared."""
+    hit = ["gpu-02", "gpu-03", "gpu-04"]
+    obs = [ob("ib_link_down", n, 10, "kern.log", port="ibp92s0") for n in hit]
+    obs += [ob("collective_timeout", n, 20) for n in NODES]
+    nodes = [*NODES, "gpu-05", "gpu-06"]
+    r = run(ctx(nodes=nodes), obs)
+    assert (r.status, r.category, r.scope) == ("attributed", "network.fabric", "shared")
+    assert r.suspect_nodes == hit
+    assert {(s.node, s.port) for s in r.suspects} == {(n, "ibp92s0") for n in hit}
+    assert "common switch" in (r.summary or "")
+
+
+def test_links_down_on_every_node_name_no_node() -> None:
+    obs = [ob("ib_link_down", n, 10, "kern.log", port="ib0") for n in NODES]
+    obs += [ob("collective_timeout", n, 20) for n in NODES]
+    r = run(ctx(), obs)
+    assert (r.status, r.category, r.scope, r.suspect_nodes) == (
+        "attributed",
+        "network.fabric",
+        "shared",
+        [],
+    )

@@ -225,9 +225,17 @@ class Cand:
         lead = self.lead.summary
         if self.scope == "shared":
             n = len(self.affected)
+            where = ""
+            if self.nodes:
+                ports = sorted({i.obs.port for i in self.items if i.obs.port})
+                where = (
+                    f"; only {', '.join(self.nodes)}"
+                    + (f" (port {', '.join(ports)})" if ports else "")
+                    + f": looks like their common {self.label}"
+                )
             return (
                 f"shared {self.label} fault: {self.category} on {n} nodes at once "
-                f"({', '.join(sorted(self.kinds))}; first: {lead})"
+                f"({', '.join(sorted(self.kinds))}; first: {lead}){where}"
             )
         return lead
 
@@ -649,12 +657,13 @@ class RuleEngine:
             ):
                 members = [i for i in its if i.obs.node in best]
                 rest = [i for i in rest if i not in members]
+                subset = len(best) < len(set(ctx.nodes))
                 cands.append(
                     Cand(
                         category=category,
                         scope="shared",
                         items=members,
-                        nodes=[],
+                        nodes=sorted(best) if spec.name_nodes and subset else [],
                         affected=sorted(best),
                         label=spec.label,
                         notes=[
@@ -1079,7 +1088,7 @@ class RuleEngine:
             confidence *= 0.7
         notes = top.notes + notes
         suspects: list[Suspect] = []
-        if top.scope != "shared":
+        if top.scope != "shared" or top.nodes:
             seen = set()
             for it in sorted(top.items, key=_time_key):
                 if not it.rule.locates or it.obs.node == SCHEDULER_NODE:
@@ -1091,6 +1100,9 @@ class RuleEngine:
                 if key not in seen:
                     seen.add(key)
                     suspects.append(s)
+            # a portless line (`Cable unplugged`) adds nothing to the same device with a port
+            ported = {(x.node, x.gpu, x.pci) for x in suspects if x.port}
+            suspects = [x for x in suspects if x.port or (x.node, x.gpu, x.pci) not in ported]
         summary = top.summary
         # the headline names the lead observation, so it shows the lead's own time when that is
         # exact; an untimed line of the same candidate only bounds the time from below
@@ -1117,7 +1129,7 @@ class RuleEngine:
         return AttributionResult(
             status="attributed",
             category=top.category,
-            suspect_nodes=list(top.nodes) if top.scope != "shared" else [],
+            suspect_nodes=list(top.nodes),
             symptom_chain=links,
             evidence=evidence,
             confidence=round(confidence, 2),

@@ -197,6 +197,11 @@ class Shared(BaseModel):
         default=3, ge=2, description="this many nodes suffice whatever the share"
     )
     within_seconds: float | None = Field(default=None, ge=0, description="default: skew tolerance")
+    name_nodes: bool = Field(
+        default=False,
+        description="when the event hits only some of the job's nodes, name them as suspects "
+        "(their common switch / rack is where to look); when it hits every node, none",
+    )
 
 
 class Repeat(BaseModel):
