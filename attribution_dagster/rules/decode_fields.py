@@ -583,7 +583,6 @@ def strip_prefix(line: str) -> str:
     return line[m.end() :] if m and m.end() else line
 
 
-# Attrs each decoder may set (for docs/parsers.md; the catalog adds the regex-mapped ones).
 # --- training progress ---------------------------------------------------------------------------
 
 _STEP = re.compile(
@@ -631,6 +630,7 @@ def decode_progress(groups: dict[str, str | None], text: str, draft: Draft) -> b
     return "step" in attrs or "loss" in attrs
 
 
+# Attrs each decoder may set (for docs/parsers.md; the catalog adds the regex-mapped ones).
 DECODER_ATTRS: dict[str, list[str]] = {
     "xid": [
         "mnemonic", "subsystem", "fatal", "event", "link", "action", "action_code",

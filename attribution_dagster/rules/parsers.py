@@ -135,6 +135,10 @@ class ParserSpec(BaseModel):
     strip_prefix: bool = False  # match after timestamp / host / srun / torchrun prefixes
     # the scanner keeps only the last line per file holding one of its anchors (progress)
     last_only: bool = False
+    # a message split over lines (NVRM prints some over several `NVRM:` lines): continuation
+    # lines (context_after) whose text after the line prefix starts with this tag are joined,
+    # tag removed, to the first line before the regex runs
+    join: str | None = None
     # an attr holding the event's own ISO time (slurmstepd `CANCELLED AT <time>`): it becomes
     # the observation's exact time when the line itself carried none
     time_from: str | None = None
@@ -185,6 +189,21 @@ def _convert(value: str | None, typ: str) -> Any:
     return v or None
 
 
+_DMESG_STAMP = re.compile(r"^\s{0,4}\[\s{0,12}\d{1,12}\.\d{1,9}\]\s?")
+
+
+def _joined(line: str, text: str, tag: str) -> str:
+    """The first line plus the continuation lines that carry the same message tag."""
+    parts = [line]
+    for cont in text.split("\n")[1:]:
+        body = strip_prefix(cont)
+        body = _DMESG_STAMP.sub("", body, count=1).lstrip()
+        if not body.startswith(tag):
+            break
+        parts.append(body[len(tag) :].strip())
+    return " ".join(parts)
+
+
 def _group(groups: dict[str, str | None], name: str) -> str | None:
     """A named group's value; `a|b` names alternatives (regex branches), the first set wins."""
     if "|" not in name:
@@ -232,6 +251,8 @@ class Parser:
 
     def match(self, line: str, text: str) -> dict[str, Any] | None:
         """A draft (fields, attrs, node_host, excerpt) or None."""
+        if self.spec.join and "\n" in text:
+            line = _joined(line, text, self.spec.join)
         m = self.rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
         if m is None:
             return None
