@@ -1209,6 +1209,9 @@ def render_markdown(engine: RuleEngine) -> str:
         "`cause` rules propose a root-cause category, `symptom` rules mark downstream effects,",
         "`noise` rules drop the observation. Weights rank causes (specificity over volume).",
         "",
+        "## How the engine reads a job",
+        "",
+        *_READING,
         "## Scoring",
         "",
     ]
@@ -1274,6 +1277,56 @@ def render_markdown(engine: RuleEngine) -> str:
         lines.append(f"- example: `{ex.get('excerpt') or ex}`")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+_READING = [
+    "**Untimed lines are intervals.** A line without its own timestamp (NCCL and PyTorch "
+    "output, tracebacks, srun messages) was written after the previous timed line of its file "
+    "and before the next one (or the job end); a line in a file with no timed line at all lies "
+    "somewhere in the job window. The scanner keeps both bounds (`time`, `time_latest`). A "
+    "cause precedes a symptom only if it can have happened first (its earliest time is not "
+    "after the symptom's latest), it provably precedes when its latest time is not after the "
+    "symptom's earliest, and it is late only when even its earliest time is after the "
+    "symptom's latest. A decisive line of unknown time (`srun: error: Node failure on X`) still "
+    "counts, bounded by the job window. The chain shows such times as a range "
+    "(`10:12:40..10:22:41`); a symptom's range never starts before the root cause it follows "
+    "from, and the JSON keeps `time` (the earliest bound) plus `time_latest`.",
+    "",
+    "**Peer blame.** Errors that name a remote peer (IB completion status 12 toward an IP, "
+    "`Connection closed by remote peer host<port>`, Gloo `Connection reset by peer [IP]:port`) "
+    "are symptoms about that peer. Peers resolve to job nodes through the context's "
+    "`node_addresses`, host names in the message, and the addresses the job's own NCCL lines "
+    "reveal (`Bootstrap : Using <if>:<ip>`, `NET/IB ... OOB <if>:<ip>`; an address two nodes "
+    "claim is dropped). When at least two reporting nodes, and most of them, name the same node "
+    "(in a two-node job, one, unless the named node complains of a remote failure itself), the "
+    "errors converge: retry-exceeded errors toward it stop being a fabric cause "
+    "(`about_peer`), and that node's own evidence decides the category (XID, OOM, panic, "
+    "silence -> node.down). When it shows nothing, the result is unattributed with that node "
+    "in `suspect_nodes` as where to look. Errors toward many unrelated peers, or links that "
+    "actually went down, stay `network.fabric`; a SIGKILL with no OOM line, XID or scheduler "
+    "verdict is no cause.",
+    "",
+    "**Silent nodes.** The files scanner reports each file's last timed line (found by the "
+    "backward searches it already makes). A node whose logs stop at least `silence_seconds` "
+    "before the other nodes' logs of the same kind (same file name, digits folded: a node with "
+    "only a quiet kern.log is not silent next to chatty training logs) and before the job end "
+    "has gone silent. Silence is a `node.down` cause (`node_silent`, evidence: the last line "
+    "it wrote) only when something corroborates it: the peers' errors converge on it, a "
+    "scheduler or kernel line names it (`Node failure on X`, `Nodes X not responding`, panic), "
+    "or the job ended NODE_FAIL with exactly one node silent. Its own stronger evidence (XID "
+    "79, a panic) outranks the silence.",
+    "",
+    "**Progress.** Training progress lines (Megatron / NeMo iterations, HF Trainer loss dicts, "
+    "Lightning / tqdm counters, DeepSpeed and torchtitan steps, logged `step ... loss`) are "
+    "`progress` observations; the files scanner keeps only each file's last one (searched near "
+    "each block end, never a prefilter hit). A fault after which progress went on for "
+    "`progress_grace_seconds` (on the nodes it hit, else anywhere in the job; counted from the "
+    "fault's latest possible time and last occurrence) did not stop the job: it is demoted like "
+    "a storage blip that cleared. A fault after which progress stopped stays the cause, and the "
+    "result notes the stall. For TIMEOUT, the time limit is the verdict unless a fault stalled "
+    "progress before it.",
+    "",
+]
 
 
 def _fmt(v: Any) -> str:
