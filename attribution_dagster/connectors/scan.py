@@ -55,6 +55,9 @@ DEFAULT_BLOCK = 4 * 1024 * 1024
 _BACK_WINDOW = 8192  # first backwards step when looking for an earlier timed line
 DAMAGE_CAP = 256  # damaged lines located per kind and block
 PROGRESS_WINDOW = 64 * 1024  # a block's last progress line is looked for this far back
+_PROGRESS_STEPS = (4096, PROGRESS_WINDOW)  # near the end first: dense progress stops early
+# system logs hold no training progress: not searched for it (spec: file name conventions)
+_SYSTEM_LOG = re.compile(r"^(?:kern|syslog|dmesg|messages|journal)", re.IGNORECASE)
 # Bytes that count as control characters when deciding a line is binary garbage.
 _CONTROL = bytes(b for b in range(32) if b not in (9, 27)) + b"\x7f"
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
@@ -216,6 +219,7 @@ class FileScanner:
         pairs = zip(spec.literals, spec.context_after, strict=True)
         self._ctx = [(lit.encode(), n) for lit, n in pairs if n > 0]
         self._last_lits = [lit.encode() for lit in spec.last_literals if lit]
+        self._progress_here = bool(self._last_lits)
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
         self._found_at = -1  # line start of the timed line _last_time found last
@@ -224,6 +228,7 @@ class FileScanner:
     def scan_path(self, path: Path, display: str) -> FileScan:
         """Scan one file; read errors are reported in `error`, records found so far kept."""
         result = FileScan()
+        self._progress_here = bool(self._last_lits) and not _SYSTEM_LOG.match(path.name)
         try:
             if not stat.S_ISREG(path.stat().st_mode):  # FIFO, socket, device: never open
                 result.error = f"{display}: not a regular file, skipped"
@@ -247,6 +252,7 @@ class FileScanner:
         import io
 
         result = FileScan()
+        self._progress_here = bool(self._last_lits)
         self._scan_stream(io.BytesIO(data), result)
         return result
 
@@ -359,7 +365,7 @@ class FileScanner:
             text = self._clean(buf[tail_pos:end], res)
             if text is not None:
                 st.tail = (lineno, tail_t, text)
-        if self._last_lits:
+        if self._progress_here:
             self._last_progress(buf, limit, st, res, carry0)
 
     def _last_progress(
@@ -367,8 +373,14 @@ class FileScanner:
     ) -> None:
         """The block's last line holding a progress literal, looked for only in the block's
         last PROGRESS_WINDOW bytes (C-level rfind), with its own or inherited time."""
-        lo = max(0, limit - PROGRESS_WINDOW)
-        at = max(buf.rfind(lit, lo, limit) for lit in self._last_lits)
+        at, hi = -1, limit
+        for step in _PROGRESS_STEPS:
+            lo = max(0, limit - step)
+            end = min(limit, hi + 64)  # overlap: a literal across the step boundary
+            at = max(buf.rfind(lit, lo, end) for lit in self._last_lits)
+            if at >= 0 or lo == 0:
+                break
+            hi = lo  # the next, wider step only searches what this one did not
         if at < 0:
             return
         start = buf.rfind(b"\n", 0, at) + 1
