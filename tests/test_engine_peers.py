@@ -202,3 +202,22 @@ def test_links_down_on_every_node_name_no_node() -> None:
         "shared",
         [],
     )
+
+
+def test_ranks_named_in_errors_resolve_through_nccl_init_lines() -> None:
+    """`Ranks 9 failed to pass monitoredBarrier` names a rank; NCCL's world-communicator init
+    lines say which host runs it (ranks of smaller communicators are not global)."""
+    inits = [
+        ob("node_address", n, 0.1, attrs={"rank": r, "nranks": 16})
+        for n, r in (("gpu-01", 0), ("gpu-02", 4), ("gpu-03", 9), ("gpu-04", 12))
+    ]
+    inits.append(ob("node_address", "gpu-01", 0.1, attrs={"rank": 9, "nranks": 4}))  # a TP comm
+    barrier = [
+        ob("peer_lost", n, 30, attrs={"peer_rank": 9, "peer_ranks": "9"})
+        for n in ("gpu-01", "gpu-02", "gpu-04")
+    ]
+    obs = inits + barrier + [ob("xid", "gpu-03", 20, "kern.log", code=79)]
+    obs += tails({n: 44 for n in NODES})
+    r = run(ctx(), obs)
+    assert (r.category, r.suspect_nodes) == ("gpu.lost", ["gpu-03"])
+    assert any("converge on gpu-03" in n for n in r.notes)

@@ -136,7 +136,8 @@ def test_nccl_info_is_chatter() -> None:
         "node-a:2212:2290 [1] NCCL INFO comm 0x55 rank 1 nranks 16 cudaDev 1 busId 1b000 - Init"
         " COMPLETE",
     ]:
-        assert parse(line) == []
+        # no event; the init line only tells which host runs which rank (engine bookkeeping)
+        assert [o.kind for o in parse(line)] in ([], ["node_address"])
 
 
 # --- XID -------------------------------------------------------------------------------------

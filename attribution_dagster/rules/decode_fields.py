@@ -630,6 +630,16 @@ def decode_progress(groups: dict[str, str | None], text: str, draft: Draft) -> b
     return "step" in attrs or "loss" in attrs
 
 
+@decoder("peer_ranks")
+def decode_peer_ranks(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """The first rank a message names: the peer the engine resolves to a host."""
+    first = re.match(r"\d+", groups.get("ranks") or "")
+    if first is None:
+        return False
+    draft["attrs"]["peer_rank"] = int(first.group(0))
+    return True
+
+
 # Attrs each decoder may set (for docs/parsers.md; the catalog adds the regex-mapped ones).
 DECODER_ATTRS: dict[str, list[str]] = {
     "xid": [
@@ -653,4 +663,5 @@ DECODER_ATTRS: dict[str, list[str]] = {
     "io_error": ["what", "device"],
     "torch_ranks": ["global_rank", "rank", "pg"],
     "progress": ["step", "total", "loss", "throughput"],
+    "peer_ranks": ["peer_rank"],
 }  # fmt: skip

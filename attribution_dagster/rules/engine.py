@@ -50,6 +50,7 @@ from attribution_dagster.rules.liveness import (
     last_seen,
     latest,
     learn_addresses,
+    learn_ranks,
     peer_node,
     silent,
 )
@@ -441,10 +442,11 @@ class RuleEngine:
         peers point at it, the scheduler named or failed it). Returns the node the peers point
         at (named as where to look even when nothing explains the failure)."""
         index = learn_addresses(ctx, observations)
+        ranks = learn_ranks(ctx, observations)
         named: dict[str, set[str]] = defaultdict(set)
         about: dict[int, str] = {}
         for it in causes + symptoms:
-            target = peer_node(it.obs, index)
+            target = peer_node(it.obs, index, ranks)
             if target is not None and target != it.obs.node and it.obs.node in ctx.nodes:
                 named[target].add(it.obs.node)
                 about[id(it)] = target
@@ -1297,7 +1299,9 @@ _READING = [
     "are symptoms about that peer. Peers resolve to job nodes through the context's "
     "`node_addresses`, host names in the message, and the addresses the job's own NCCL lines "
     "reveal (`Bootstrap : Using <if>:<ip>`, `NET/IB ... OOB <if>:<ip>`; an address two nodes "
-    "claim is dropped). When at least two reporting nodes, and most of them, name the same node "
+    "claim is dropped); a peer rank (`Ranks 9 failed to pass monitoredBarrier`) resolves through "
+    "NCCL's world-communicator init lines (`host:pid:tid [d] NCCL INFO comm 0x.. rank 9 nRanks "
+    "16`). When at least two reporting nodes, and most of them, name the same node "
     "(in a two-node job, one, unless the named node complains of a remote failure itself), the "
     "errors converge: retry-exceeded errors toward it stop being a fabric cause "
     "(`about_peer`), and that node's own evidence decides the category (XID, OOM, panic, "

@@ -32,6 +32,27 @@ def _utc(t: datetime | None) -> datetime | None:
     return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
 
 
+def learn_ranks(ctx: ExecutionContext, observations: Iterable[Observation]) -> dict[int, str]:
+    """Global rank -> node, from NCCL init lines of the job's largest communicator (the world;
+    ranks of smaller communicators are not global). A rank claimed by two nodes is dropped."""
+    base = NodeIndex.of(ctx)
+    seen: list[tuple[int, int, str]] = []
+    for o in observations:
+        if o.kind != "node_address" or not isinstance(o.attrs.get("rank"), int):
+            continue
+        node = base.resolve(o.node)
+        if node is not None:
+            seen.append((int(o.attrs.get("nranks") or 0), int(o.attrs["rank"]), node))  # type: ignore[arg-type]
+    if not seen:
+        return {}
+    world = max(n for n, _, _ in seen)
+    claims: dict[int, set[str]] = defaultdict(set)
+    for n, rank, node in seen:
+        if n == world:
+            claims[rank].add(node)
+    return {r: next(iter(ns)) for r, ns in claims.items() if len(ns) == 1}
+
+
 def learn_addresses(ctx: ExecutionContext, observations: Iterable[Observation]) -> NodeIndex:
     """A NodeIndex of the job's nodes that also knows the addresses its logs revealed."""
     base = NodeIndex.of(ctx)
@@ -55,8 +76,14 @@ def learn_addresses(ctx: ExecutionContext, observations: Iterable[Observation]) 
     return NodeIndex(ctx.nodes, addresses)
 
 
-def peer_node(obs: Observation, index: NodeIndex) -> str | None:
-    """The job node an observation's `peer` names (IP, IP:port, host name), if any."""
+def peer_node(
+    obs: Observation, index: NodeIndex, ranks: dict[int, str] | None = None
+) -> str | None:
+    """The job node an observation's `peer` (IP, IP:port, host name) or `attrs.peer_rank`
+    names, if any."""
+    rank = obs.attrs.get("peer_rank")
+    if isinstance(rank, int) and ranks and rank in ranks:
+        return ranks[rank]
     peer = obs.peer or obs.attrs.get("peer_host")
     if not isinstance(peer, str) or not peer.strip():
         return None
