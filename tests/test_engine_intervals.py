@@ -172,3 +172,23 @@ def test_scanner_reports_each_files_last_timed_line(block: int, use_hs: bool) ->
     assert (lineno, t, text) == (7, T0 + timedelta(minutes=5), "2026-11-02T10:05:00Z step 5")
     none = FileScanner(_spec(block, use_hs)).scan_bytes(b"no time\nNCCL WARN x\n")
     assert none.tail is None
+
+
+@pytest.mark.parametrize("use_hs", [True, False])
+def test_untimed_line_whose_interval_reaches_into_the_window_is_kept(use_hs: bool) -> None:
+    """A timed banner hours before the job, then untimed output during it: the untimed lines
+    lie between the banner and the next timed line (inside the window), so they are kept."""
+    lines = [
+        b"2026-11-02T07:00:00Z container started",
+        b"NCCL WARN before the next timed line",
+        b"2026-11-02T10:20:00Z training",
+        b"2026-11-02T07:10:00Z a stale line",
+        b"NCCL WARN provably before the window",
+        b"2026-11-02T08:00:00Z still before",
+    ]
+    spec = _spec(1 << 20, use_hs)
+    spec = ScanSpec(**{**spec.__dict__, "window_start": T0 - timedelta(minutes=2)})
+    res = FileScanner(spec).scan_bytes(b"\n".join(lines) + b"\n")
+    kept = {n for n, _, _, _ in res.records}
+    assert 2 in kept and 5 not in kept
+    assert res.latest[2] == T0 + timedelta(minutes=20)

@@ -342,8 +342,11 @@ class FileScanner:
                     st.open.append(lineno)
             scan_pos = e
             if t is not None and not (spec.window_start <= t <= spec.window_end):
-                res.out_of_window += 1
-                continue
+                # an untimed line is an interval: out only when all of it is outside
+                later = quality != "exact" and t < spec.window_start
+                if not later or (nxt_t is not None and nxt_t < spec.window_start):
+                    res.out_of_window += 1
+                    continue
             text = self._clean(buf[s:e], res)
             if text is None:
                 continue

@@ -575,8 +575,16 @@ class RuleEngine:
                 continue
             t = _utc(obs.time)
             if t is not None and obs.time_quality != "unknown" and not window.contains(t):
-                off_time += 1
-                continue
+                # an untimed line is an interval: out only when all of it lies outside
+                latest = _utc(obs.time_latest)
+                spans = (
+                    obs.time_quality == "inherited"
+                    and t < window.start
+                    and (latest is None or latest >= window.start)
+                )
+                if not spans:
+                    off_time += 1
+                    continue
             kept.append(obs if node == obs.node else obs.model_copy(update={"node": node}))
         if off_node:
             notes.append(
