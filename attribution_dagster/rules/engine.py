@@ -1121,7 +1121,13 @@ class RuleEngine:
         if top.rule.late_ok:
             pass  # a scheduler verdict: its time is the job's end, nothing to add
         elif shown_t is not None and not shown_exact:
-            summary += f", logged after {_hms(shown_t)}"
+            # a real next timed line bounds it; the job end alone adds nothing to "after"
+            hi = _utc(lead.obs.time_latest) if lead.t == shown_t else None
+            summary += (
+                f", logged between {_hms(shown_t)} and {_hms(hi)}"
+                if hi is not None and hi > shown_t
+                else f", logged after {_hms(shown_t)}"
+            )
         elif shown_t is not None:
             summary += f" at {_hms(shown_t)}"
             onset = [s for s in symptoms if s.exact and s.rule.onset]
