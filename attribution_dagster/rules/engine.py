@@ -916,10 +916,13 @@ class RuleEngine:
         # happened before the root cause it follows from, so an interval that reaches past the
         # cause starts at the cause (srun exits in an untimed stretch of slurm-*.out after the
         # launch line are not twelve minutes before the NVLink fault that caused them).
-        root_lo = min((i.t if i.t is not None else i.lo for i in roots_items), default=None)
         shown: dict[int, tuple[datetime | None, datetime | None]] = {}
+        # an untimed line of the root cause itself (srun's `Node failure on X`) is shown from the
+        # cause's first exactly timed line (the panic) when its interval reaches that far
+        onset = min((i.t for i in roots_items if i.exact and i.t is not None), default=None)
         for it in roots_items:
-            shown[id(it)] = _shown(it, None, root=True)
+            shown[id(it)] = _shown(it, onset, root=True)
+        root_lo = min((t for i in roots_items if (t := shown[id(i)][0]) is not None), default=None)
         for it in other_items:
             shown[id(it)] = _shown(it, root_lo)
 
