@@ -158,3 +158,35 @@ def test_control_the_same_noise_plus_one_real_cause_is_attributed(
     result = ENGINE.attribute(ctx, obs, [])
     assert (result.status, result.category) == ("attributed", "gpu.lost")
     assert result.suspect_nodes == [culprit]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=st.lists(event, max_size=30),
+    stops=st.lists(st.integers(0, 3600), min_size=8, max_size=8),
+    n_nodes=st.integers(2, 8),
+)
+def test_silence_without_corroboration_is_never_attributed(
+    events: list[tuple[int, str, int]], stops: list[int], n_nodes: int
+) -> None:
+    """Nodes whose logs stop at random times, with noise but no peer pointing at them, no
+    scheduler line naming them and no NODE_FAIL: silence alone is no cause."""
+    nodes = NODES[:n_nodes]
+    ctx = ExecutionContext(
+        job_id="p",
+        scheduler="slurm",
+        state=JobState.FAILED,
+        exit_code=1,
+        start=T0,
+        end=T0 + timedelta(hours=1),
+        nodes=nodes,
+    )
+    obs = [
+        _obs(NOISE[i][0], node, sec, n + 1, **NOISE[i][1])
+        for n, (i, node, sec) in enumerate(events)
+        if node in nodes
+    ]
+    obs += [_obs("log_last_line", n, stops[k], 10**6 + k) for k, n in enumerate(nodes)]
+    result = ENGINE.attribute(ctx, obs, [])
+    assert result.status == "unattributed", (result.category, result.summary)
+    assert result.suspect_nodes == []

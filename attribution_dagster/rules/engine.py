@@ -351,6 +351,8 @@ class RuleEngine:
             if o.kind in recovery_kinds and o.time is not None and o.time_quality != "unknown"
         ]
         progress = self._last_progress(observations, ctx)
+        if progress:
+            notes.append(self._progress_note(progress))
         for c in cands:
             self._score(c, symptoms, settings)
             self._recovered(c, symptoms, recoveries, settings)
@@ -809,6 +811,22 @@ class RuleEngine:
             if cur is None or _utc(o.time) > _utc(cur.time):  # type: ignore[operator]
                 last[o.node] = o
         return last
+
+    def _progress_note(self, progress: dict[str, Observation]) -> str:
+        """Last training progress of the job, and the node that stopped first when it stopped
+        clearly earlier than the others (who fell first)."""
+        ordered = sorted(progress.values(), key=lambda o: _utc(o.time))  # type: ignore[arg-type,return-value]
+        last, first = ordered[-1], ordered[0]
+        step = last.attrs.get("step")
+        note = (
+            f"training progress: last logged at {_hms(_utc(last.time))} on {last.node}"
+            + (f" (step {step})" if step is not None else "")
+        )
+        t_first, t_last = _utc(first.time), _utc(last.time)
+        assert t_first is not None and t_last is not None
+        if len(ordered) > 1 and _secs(t_last, t_first) >= self.tuning.silence_seconds:
+            note += f"; {first.node} stopped first, at {_hms(t_first)}"
+        return note
 
     def _progressed(self, c: Cand, progress: dict[str, Observation]) -> None:
         """A fault after which training kept advancing for minutes (on the nodes it hit, else
