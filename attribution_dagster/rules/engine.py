@@ -804,9 +804,12 @@ class RuleEngine:
         """Per node, its last training progress line (step / iteration / loss)."""
         last: dict[str, Observation] = {}
         nodes = set(ctx.nodes)
+        end = _utc(ctx.end)
         for o in observations:
             if o.kind != "progress" or o.time is None or o.node not in nodes:
                 continue
+            if end is not None and _secs(_utc(o.time), end) > 0:  # type: ignore[arg-type]
+                continue  # after the job ended: another run's output in the same file
             cur = last.get(o.node)
             if cur is None or _utc(o.time) > _utc(cur.time):  # type: ignore[operator]
                 last[o.node] = o
