@@ -11,25 +11,32 @@ import os
 
 from dagster import (
     AssetSelection,
-    Backoff,
     Definitions,
     EnvVar,
-    RetryPolicy,
     define_asset_job,
     in_process_executor,
 )
 
 from attribution_dagster.assets import build_job_assets
 from attribution_dagster.config import AttributionConfig, load_config
+from attribution_dagster.instance_tuning import tune_local_instance
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
+    ClustersResource,
+    KueuePlacementResource,
     LocalFilesResource,
     SqlSinkResource,
     StaticCasesResource,
     StdoutSinkResource,
 )
-from attribution_dagster.sensors import build_case_directory_sensor
+from attribution_dagster.sensors import (
+    build_case_directory_sensor,
+    build_finished_jobs_sensor,
+    build_pod_placement_sensor,
+    placement_resource_key,
+)
+from attribution_dagster.sensors.retention import build_job_retention_sensor
 from attribution_dagster.sinks.sql import default_sqlite_url
 
 ATTRIBUTE_JOB = "attribute_job"
@@ -51,8 +58,17 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
     else:
         store_url, store_password = sink_url, password
     a = config.analysis
+    placements = {
+        placement_resource_key(name): KueuePlacementResource.for_cluster(
+            name, cluster.scheduler, url=sink_url, password=password
+        )
+        for name, cluster in config.clusters.items()
+        if cluster.scheduler is not None and cluster.scheduler.kind == "kueue"
+    }
     return {
+        **placements,
         "cases": StaticCasesResource(case_root=str(config.case_root_path)),
+        "clusters": ClustersResource.from_configs(config.clusters),
         "files": LocalFilesResource(max_line_bytes=a.max_line_bytes, workers=a.workers),
         "analysis": AnalysisSettingsResource(
             lead_seconds=a.lead_seconds,
@@ -71,14 +87,7 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
 
 def build_definitions(config: AttributionConfig | None = None) -> Definitions:
     config = config or load_config()
-    assets = build_job_assets(
-        max_partitions_per_run=config.max_partitions_per_run,
-        fetch_retry=RetryPolicy(
-            max_retries=config.retry.max_retries,
-            delay=config.retry.delay_seconds,
-            backoff=Backoff.EXPONENTIAL,
-        ),
-    )
+    assets = build_job_assets(max_partitions_per_run=config.max_partitions_per_run)
     job = define_asset_job(
         ATTRIBUTE_JOB,
         selection=AssetSelection.assets(*assets),  # includes the attribution checks
@@ -86,20 +95,46 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
         executor_def=in_process_executor,
         description="Attribute one or more finished jobs (all four per-job assets).",
     )
-    sensor = build_case_directory_sensor(
-        job,
-        interval_seconds=config.sensor.interval_seconds,
-        max_cases_per_tick=config.sensor.max_cases_per_tick,
-        settle_seconds=config.sensor.settle_seconds,
-        enabled=config.sensor.enabled,
-    )
+    s = config.sensor
+    sensors = [
+        build_case_directory_sensor(
+            job,
+            interval_seconds=s.interval_seconds,
+            max_cases_per_tick=s.max_cases_per_tick,
+            settle_seconds=s.settle_seconds,
+            enabled=s.enabled,
+        )
+    ]
+    sensors += [
+        build_finished_jobs_sensor(
+            name,
+            job,
+            interval_seconds=s.scheduler_interval_seconds,
+            max_jobs_per_tick=s.max_jobs_per_tick,
+            overlap_seconds=s.overlap_seconds,
+            first_lookback_seconds=s.first_lookback_seconds,
+            enabled=s.enabled,
+        )
+        for name, cluster in config.clusters.items()
+        if cluster.scheduler is not None and cluster.sensor
+    ]
+    sensors += [
+        build_pod_placement_sensor(name, enabled=s.enabled)
+        for name, cluster in config.clusters.items()
+        if cluster.scheduler is not None and cluster.scheduler.kind == "kueue"
+    ]
+    if s.retention_days is not None:
+        sensors.append(build_job_retention_sensor(s.retention_days))
     return Definitions(
         assets=assets,
         jobs=[job],
-        sensors=[sensor],
+        sensors=sensors,
         resources=build_resources(config),
         executor=in_process_executor,
     )
 
 
+# Run workers load this module: their event writes to a SQLite instance skip the fsync per
+# event (see instance_tuning.py); a PostgreSQL instance is unaffected.
+tune_local_instance()
 defs = build_definitions()

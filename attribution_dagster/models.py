@@ -108,7 +108,7 @@ class ExecutionContext(BaseModel):
         default=None, description="the scheduler's own words: 'CANCELLED by 1000', eviction message"
     )
     failing_step: str | None = Field(default=None, description="Slurm step / pod that failed first")
-    stdout_path: str | None = Field(default=None, description="job stdout as the scheduler recorded it")
+    stdout_path: str | None = Field(default=None, description="job stdout, as Slurm recorded it")
     stderr_path: str | None = None
     pods: list[PodRef] = Field(
         default_factory=list, description="Kubernetes jobs: the pods and where they ran"
@@ -123,9 +123,12 @@ class ExecutionContext(BaseModel):
 
     @property
     def partition_key(self) -> str:
-        """Dagster partition key: `<cluster>.<job_id>` with only safe characters."""
-        raw = f"{self.cluster or 'default'}.{self.job_id}"
-        return _UNSAFE_KEY_CHARS.sub("_", raw)
+        return job_partition_key(self.cluster, self.job_id)
+
+
+def job_partition_key(cluster: str | None, job_id: str) -> str:
+    """Dagster partition key of a job: `<cluster>.<job_id>` with only safe characters."""
+    return _UNSAFE_KEY_CHARS.sub("_", f"{cluster or 'default'}.{job_id}")
 
 
 TimeQuality = Literal["exact", "inherited", "unknown"]
@@ -227,6 +230,8 @@ class SourceCoverage(BaseModel):
     status: CoverageStatus = "ok"
     nodes_read: list[str] = Field(default_factory=list)
     nodes_missing: list[str] = Field(default_factory=list)
+    pods_read: list[str] = Field(default_factory=list)  # Kubernetes pod logs: `ns/pod`
+    pods_missing: list[str] = Field(default_factory=list)  # pods gone (404) or unreadable
     files: int = 0
     queries: int = 0  # requests made to a back-end (Loki, Prometheus, Kubernetes API)
     bytes: int = 0  # bytes read from files or received from a back-end
@@ -237,6 +242,8 @@ class SourceCoverage(BaseModel):
     invalid_utf8_lines: int = 0
     overlong_lines: int = 0
     binary_lines: int = 0
+    files_skipped: int = 0  # rotated files whose time span cannot overlap the window: not read
+    context_lines: int = 0  # cluster-level lines naming no job node: context only, not kept
     errors: list[str] = Field(default_factory=list)
     retryable: bool = Field(
         default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"

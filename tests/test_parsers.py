@@ -113,9 +113,13 @@ def test_anchors_are_selective_literals() -> None:
     assert "NCCL WARN" in lits and "NCCL INFO" not in lits
     child = [a for a in anchors if a.literal == "ChildFailedError"]
     assert child and child[0].context_after > 10
-    # used sparingly: the torchrun summary and driver messages split over NVRM lines
+    # used sparingly: torchrun's summary block, a pretty-printed Kubernetes Event item and
+    # driver messages split over NVRM lines
+    event = [a for a in anchors if a.literal == '"eventTime"']
+    assert event and event[0].context_after >= 30
     assert {a.literal for a in anchors if a.context_after} == {
         "ChildFailedError",
+        '"eventTime"',
         "NVRM: The NVIDIA GPU",
     }
     # progress literals are never prefilter hits (they match most lines of a training log)

@@ -3,7 +3,9 @@
 Adding a connector means adding its client under `connectors/` and one resource here.
 """
 
+from attribution_dagster.resources.clusters import ClustersResource
 from attribution_dagster.resources.files import LocalFilesResource
+from attribution_dagster.resources.kueue import KueuePlacementResource
 from attribution_dagster.resources.settings import AnalysisSettingsResource
 from attribution_dagster.resources.sinks import (
     AssetStoreResource,
@@ -15,6 +17,8 @@ from attribution_dagster.resources.static import StaticCasesResource
 __all__ = [
     "AnalysisSettingsResource",
     "AssetStoreResource",
+    "ClustersResource",
+    "KueuePlacementResource",
     "LocalFilesResource",
     "SqlSinkResource",
     "StaticCasesResource",
