@@ -221,3 +221,16 @@ def test_ranks_named_in_errors_resolve_through_nccl_init_lines() -> None:
     r = run(ctx(), obs)
     assert (r.category, r.suspect_nodes) == ("gpu.lost", ["gpu-03"])
     assert any("converge on gpu-03" in n for n in r.notes)
+
+
+def test_node_whose_processes_exited_on_their_own_is_not_silent_node_down() -> None:
+    """An app crash: the crashing node's log ends with its own traceback and torchrun exit; the
+    others wait for the NCCL timeout ten minutes and then name it. That node did not vanish."""
+    obs = tails({"gpu-01": 33, "gpu-02": 33, "gpu-03": 22.5, "gpu-04": 33})
+    obs.append(ob("traceback", "gpu-03", 22, attrs={"family": "app", "exc_type": "KeyError"}))
+    obs.append(ob("child_failed", "gpu-03", 22.4, attrs={"exitcode": 1}))
+    obs += [ob("peer_lost", n, 32.5, peer="gpu-03") for n in NODES if n != "gpu-03"]
+    obs += [ob("collective_timeout", n, 32.4) for n in NODES if n != "gpu-03"]
+    r = run(ctx(), obs)
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "app.error", ["gpu-03"])
+    assert all(lk.kind != "node_silent" for lk in r.symptom_chain)

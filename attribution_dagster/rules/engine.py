@@ -77,6 +77,20 @@ STATES_AS_EVIDENCE = {
     JobState.CANCELLED,
 }
 METRIC_ORIGINS = {"dcgm", "metric", "prometheus"}
+# a node that logged one of these itself saw its workload end: its silence is no vanishing
+ENDING_KINDS = {
+    "traceback",
+    "child_failed",
+    "process_exit",
+    "segfault",
+    "cuda_oom",
+    "cuda_error",
+    "watchdog_failure",
+    "collective_timeout",
+    "nccl_remote_error",
+    "nccl_abort",
+    "slurm_cancelled",
+}
 # a node reporting these complains of a remote failure itself (it is not the one that went away)
 PEER_KINDS = {"nccl_remote_error", "peer_lost", "ib_completion_error"}
 KIND_LABELS = {
@@ -479,10 +493,22 @@ class RuleEngine:
             for i in causes
             if i.rule.category == "node.down" and i.rule.locates and i.rule.weight >= 70
         ]
+        # a node that wrote its own workload's end (a traceback, torchrun's failure summary, an
+        # exit, a timeout it waited into) was alive when its logs stopped: it did not vanish
+        ended = {
+            i.obs.node
+            for i in causes + symptoms
+            if i.obs.kind in ENDING_KINDS and "logged_on" not in i.obs.attrs
+        }
         targets = list(dict.fromkeys(([pointed] if pointed else []) + named_down))
+        targets = [n for n in targets if n not in ended]
         found = [(n, tail) for n in targets if (tail := silent(n, seen, ctx.end, gap))]
         if not found and ctx.state is JobState.NODE_FAIL:
-            quiet = [(n, tail) for n in ctx.nodes if (tail := silent(n, seen, ctx.end, gap))]
+            quiet = [
+                (n, tail)
+                for n in ctx.nodes
+                if n not in ended and (tail := silent(n, seen, ctx.end, gap))
+            ]
             if len(quiet) == 1:
                 found = quiet
         for node, tail in found:
@@ -1355,8 +1381,11 @@ _READING = [
     "has gone silent. Silence is a `node.down` cause (`node_silent`, evidence: the last line "
     "it wrote) only when something corroborates it: the peers' errors converge on it, a "
     "scheduler or kernel line names it (`Node failure on X`, `Nodes X not responding`, panic), "
-    "or the job ended NODE_FAIL with exactly one node silent. Its own stronger evidence (XID "
-    "79, a panic) outranks the silence.",
+    "or the job ended NODE_FAIL with exactly one node silent. A node that wrote its own "
+    "workload's end (a traceback, torchrun's failure summary, an exit, a timeout it waited "
+    "into) was alive when its logs stopped and is not silent: an application crash followed "
+    "by the others' ten-minute NCCL timeout stays an application error. Its own stronger "
+    "evidence (XID 79, a panic) outranks the silence.",
     "",
     "**Progress.** Training progress lines (Megatron / NeMo iterations, HF Trainer loss dicts, "
     "Lightning / tqdm counters, DeepSpeed and torchtitan steps, logged `step ... loss`) are "
