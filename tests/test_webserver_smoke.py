@@ -129,7 +129,10 @@ def test_webserver_serves_asset_graph_and_job_partitions(tmp_path):
             "job_partition_retention_sensor",
         ]
         nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
-        assert set(nodes) == {"execution_context", "raw_evidence", "observations", "attribution"}
+        per_job = {"execution_context", "raw_evidence", "observations", "attribution"}
+        fleet = {"finished_jobs", "window_attributions", "weekly_report"}  # docs/fleet.md
+        assert set(nodes) == per_job | fleet
+        nodes = {k: n for k, n in nodes.items() if k in per_job}
         deps = {k: {"/".join(d["path"]) for d in n["dependencyKeys"]} for k, n in nodes.items()}
         assert deps == {
             "execution_context": set(),
