@@ -211,11 +211,17 @@ def main() -> int:
                     help="processes per window for the Dagster path (default: cores)")
     ap.add_argument("--per-job", type=int, default=1000, help="jobs for the per-job figure")
     ap.add_argument("--out", type=Path, default=Path("/tmp/attr-bench-week"))
+    ap.add_argument("--per-job-only", action="store_true",
+                    help="only the per-job figure (after a change to the per-job assets)")
     args = ap.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     jobs_path = ensure_data(out, args.jobs, args.seed)
     cfg = write_config(out, jobs_path, args.workers)
+    if args.per_job_only:
+        n, s = run_per_job(out, args.per_job)
+        print(f"per-job path: {n} jobs in {s:.1f} s ({s / max(n, 1) * 1000:.0f} ms/job)")
+        return 0
 
     dagster_s, rss = run_dagster(out, cfg)
     print(f"dagster: {args.jobs} jobs in 7 daily window runs, {dagster_s:.1f} s "
