@@ -259,3 +259,20 @@ def test_backfill_cli_names_a_failed_window(week, tmp_path, capsys):
     assert rc == 1
     err = capsys.readouterr().err
     assert "1 failed" in err and "scheduler unreachable" in err and "missing.jsonl" in err
+
+
+def test_hourly_partitions_speak_the_window_functions_format():
+    """Dagster's hourly keys are the keys fleet.window_bounds reads (and daily likewise)."""
+    from attribution_dagster.assets.per_window import split_key, window_partitions
+    from attribution_dagster.config import AttributionConfig
+
+    for window in ("hourly", "daily"):
+        config = AttributionConfig.model_validate(
+            {"fleet": {"window": window, "start": "2026-11-01"}, "clusters": {"a": {}, "b": {}}}
+        )
+        parts = window_partitions(config)
+        key = parts.get_partition_keys()[30]
+        cluster, w = split_key(parts, key)
+        start, end = fleet.window_bounds(w, window)
+        assert cluster in ("a", "b") and start.tzinfo is not None
+        assert end - start == fleet.STEPS[window]
