@@ -148,7 +148,7 @@ class FleetConfig(BaseModel):
     )
     start: str = Field(default="2026-01-01", description="first window (YYYY-MM-DD, UTC)")
     workers: int | None = Field(
-        default=None, ge=1, description="processes attributing one window's jobs; None = cores"
+        default=None, ge=1, description="processes per window run; None = cores - 1 (min 1)"
     )
     chunk_size: int = Field(default=50, ge=1, le=10_000, description="jobs per pool task")
     report_start: str = Field(default="2026-01-05", description="first weekly report (a Monday)")

@@ -17,6 +17,7 @@ The Dagster assets (assets/per_window.py) and `attribution backfill` call these 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -305,7 +306,8 @@ def attribute_window(
     rules = pipeline.engine().rules_version
     total, _ = count_jobs(sink, cluster.name, key, rules)
     out = WindowOutcome(cluster=cluster.name, window=key, jobs=total)
-    workers = workers or multiprocessing.cpu_count()
+    # The parent unpickles and writes every result: it needs a core of its own.
+    workers = workers or max(1, (os.cpu_count() or 1) - 1)
     chunks = _chunks(_pending_pages(sink, cluster.name, key, rules, redo), chunk_size)
 
     pending: list[AttributionResult] = []

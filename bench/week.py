@@ -207,8 +207,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=46)
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                    help="processes per window for the Dagster path (default: cores)")
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1),
+                    help="processes per window for the Dagster path (default: cores - 1, "
+                    "as fleet.workers)")
     ap.add_argument("--per-job", type=int, default=1000, help="jobs for the per-job figure")
     ap.add_argument("--out", type=Path, default=Path("/tmp/attr-bench-week"))
     ap.add_argument("--per-job-only", action="store_true",

@@ -52,7 +52,7 @@ class FleetResource(ConfigurableResource):
     """The window length, the window pool's size and where weekly reports go (`fleet:`)."""
 
     window: str = Field(default="daily", description="hourly | daily")
-    workers: int | None = Field(default=None, description="pool processes; None = cores")
+    workers: int | None = Field(default=None, description="pool processes; None = cores - 1")
     chunk_size: int = Field(default=50, ge=1, description="jobs per pool task")
     reports_dir: str = Field(default=".attribution/reports", description="weekly reports")
 

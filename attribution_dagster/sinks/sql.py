@@ -216,9 +216,10 @@ def suspect_rows(result: AttributionResult) -> list[dict[str, Any]]:
     """What the result blames, one row per thing a person would go and fix.
 
     A node-scope result names its nodes, each GPU of a GPU fault (by PCI bus id, else
-    index) and each network port of a network fault. A shared-scope result names no node; the engine does not
-    see the topology, so a shared fabric fault is keyed by the port name and the set of
-    nodes it hit together (`switch`: `mlx5_5 @ node-a,node-b,...`), storage by category.
+    index) and each network port of a network fault. A shared-scope result names no node;
+    the engine does not see the topology, so a shared fabric fault is keyed by the port
+    name and the set of nodes it hit together (`switch`: `mlx5_5 @ node-a,node-b,...`),
+    storage by category.
     """
     rows: list[tuple[str, str, str]] = []
     if result.status == "attributed" and result.scope == "shared":
