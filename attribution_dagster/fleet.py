@@ -275,6 +275,14 @@ def _attribute_chunk(contexts: list[str]) -> list[JobOutcome]:
     return out
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (a cpuset), else the machine's. A pod's CPU *limit* is a
+    quota neither sees: set `fleet.workers` in a pod."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _chunks(pages: Iterator[list[str]], size: int) -> Iterator[list[str]]:
     for page in pages:
         for i in range(0, len(page), size):
@@ -307,7 +315,7 @@ def attribute_window(
     total, _ = count_jobs(sink, cluster.name, key, rules)
     out = WindowOutcome(cluster=cluster.name, window=key, jobs=total)
     # The parent unpickles and writes every result: it needs a core of its own.
-    workers = workers or max(1, (os.cpu_count() or 1) - 1)
+    workers = workers or max(1, _usable_cpus() - 1)
     chunks = _chunks(_pending_pages(sink, cluster.name, key, rules, redo), chunk_size)
 
     pending: list[AttributionResult] = []
