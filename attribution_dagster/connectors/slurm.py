@@ -375,6 +375,9 @@ class SlurmJob:
     het_offset: int | None = None
     steps: list[SlurmStep] = field(default_factory=list)
     exit_code_unknown: bool = False  # the transport could not tell (22.05 JSON)
+    # the source records output paths (sacct >= 24.05, slurmrestd >= v0.0.41, slurmctld):
+    # only then does an empty path mean Slurm's default `slurm-%j.out`
+    output_recorded: bool = False
 
 
 _ARRAY_ID = re.compile(r"^(\d+)_(\d+)$")
@@ -480,8 +483,10 @@ def to_context(
         array_task_id=job.array_task_id,
         workdir=job.workdir,
     )
-    stdout = expand_output_pattern(job.stdout, **expand)  # type: ignore[arg-type]
-    if job.stderr and job.stderr.strip() not in ("", "(null)"):
+    stdout = expand_output_pattern(job.stdout, **expand) if job.output_recorded else None  # type: ignore[arg-type]
+    if not job.output_recorded:
+        stderr = None
+    elif job.stderr and job.stderr.strip() not in ("", "(null)"):
         stderr = expand_output_pattern(job.stderr, **expand)  # type: ignore[arg-type]
     else:
         stderr = stdout  # sbatch sends stderr to the --output file unless --error is given
@@ -528,6 +533,8 @@ def _in_window(job: SlurmJob, query: JobQuery, until: datetime) -> bool:
     """sacct and slurmdbd return jobs that were *active* in the window; we want the ones that
     ENDED in [since, until), and only those matching the filters."""
     if job.end is None or not (query.since <= job.end < until):
+        return False
+    if job.start is None or not job.nodes:  # cancelled while pending: it never ran
         return False
     state, _ = map_state(job.state)
     if state is None or (query.states and state not in query.states):
@@ -812,6 +819,7 @@ class SacctClient:
             r = info.get(j.raw_id)
             if r is None:
                 continue
+            j.output_recorded = True
             if r.get("StdOut"):
                 j.stdout = r["StdOut"]
             if r.get("StdErr"):
@@ -899,6 +907,7 @@ def job_from_row(row: Mapping[str, str]) -> SlurmJob | None:
         stdout=row.get("StdOut") or None,
         stderr=row.get("StdErr") or None,
         slurm_cluster=row.get("Cluster") or None,
+        output_recorded="StdOut" in row,
         array_job_id=array_job,
         array_task_id=array_task,
         het_job_id=het_job,
@@ -913,11 +922,14 @@ def pick_job(jobs: list[SlurmJob], job_id: str, cluster: str) -> SlurmJob:
         if comps:
             return _merge_het(comps)
     exact = [j for j in jobs if j.job_id == job_id]
-    if not exact:
-        exact = [j for j in jobs if j.raw_id == job_id and j.het_job_id is None]
     if exact:
         return exact[-1]  # the newest record when a requeued job has several
     tasks = [j for j in jobs if j.array_job_id == job_id]
+    if len(tasks) == 1:
+        return tasks[0]
+    raw = [j for j in jobs if j.raw_id == job_id and j.het_job_id is None]
+    if raw and not tasks:  # `sacct -j 9` for array task 4_2 whose JobIDRaw is 9
+        return raw[-1]
     if tasks:
         names = ", ".join(t.job_id for t in tasks[:5]) + (" ..." if len(tasks) > 5 else "")
         raise JobNotFound(
@@ -1153,6 +1165,7 @@ class RestClient:
             dcode, dsig = decode_wait_status(_number(rec.get("derived_exit_code")))
             if dcode is not None:
                 job.derived_exit_code = context_exit_code(dcode, dsig)
+            job.output_recorded = True
             if rec.get("standard_output"):
                 job.stdout = rec["standard_output"]
             if rec.get("standard_error"):
@@ -1314,7 +1327,7 @@ def job_from_rest(item: dict[str, Any], version: str) -> SlurmJob | None:
     if version == "v0.0.38":
         # 22.05 bug: exit_code and derived_exit_code read SUCCESS/0 for failed jobs.
         mapped, _ = map_state(state)
-        if mapped is not JobState.COMPLETED and not code:
+        if mapped is not JobState.COMPLETED and not code and not sig:
             code, sig, unknown = None, None, True
         dcode, dsig = (None, None) if not dcode else (dcode, dsig)
     t = item.get("time") or {}
@@ -1340,8 +1353,8 @@ def job_from_rest(item: dict[str, Any], version: str) -> SlurmJob | None:
         if isinstance(s_nodes, str):
             s_nodes = _safe_hostlist(s_nodes)
         scode, ssig = _exit_pair(s.get("exit_code"))
-        if version == "v0.0.38":
-            scode, ssig = (scode, ssig) if scode else (None, None)
+        if version == "v0.0.38" and not scode and not ssig:
+            scode = None  # 22.05 bug: a failed step reads SUCCESS/0 (signals are right)
         steps.append(
             SlurmStep(
                 step_id=f"{display}.{suffix}",
@@ -1380,6 +1393,7 @@ def job_from_rest(item: dict[str, Any], version: str) -> SlurmJob | None:
         het_offset=het_off if het_job else None,
         steps=steps,
         exit_code_unknown=unknown,
+        output_recorded="stdout" in item or "stdout_expanded" in item,
     )
 
 
