@@ -13,21 +13,28 @@ from pathlib import Path
 from typing import NoReturn
 
 from attribution_dagster import __version__
+from attribution_dagster.config import ConfigError
+from attribution_dagster.connectors.base import SourceError
 from attribution_dagster.models import AnalysisSettings
 
 EXIT_OK = 0
 EXIT_INPUT = 2  # nothing could be analysed: bad path, bad context.json
 EXIT_INTERNAL = 3
+EXIT_SOURCE = 4  # a scheduler or evidence back-end could not answer
 
 _EPILOG = """\
 examples:
   attribution analyze samples/xid149-nvlink-3node
   attribution analyze samples/xid149-nvlink-3node --json | jq .category
+  attribution discover atlas --since 2026-11-02T00:00Z --state FAILED,NODE_FAIL --table
+  attribution analyze atlas/4412201       # context from atlas's scheduler (attribution.yaml)
+  attribution export atlas/4412201 /tmp/case-4412201
   attribution run samples                 # every case, through Dagster, into SQLite
   attribution run samples --direct --db postgresql+psycopg://user@host/db
   attribution rules                       # the rule catalog
 
-exit codes: 0 an analysis was made (whatever its outcome), 2 bad input, 3 internal error
+exit codes: 0 an analysis was made (whatever its outcome), 2 bad input or configuration,
+  3 internal error, 4 a scheduler or back-end could not answer
 """
 
 
@@ -65,14 +72,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks on internal errors")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="attribution.yaml with the clusters (default: $ATTRIBUTION_CONFIG, "
+                   "else ./attribution.yaml)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     a = sub.add_parser(
         "analyze",
-        help="analyse one job case directory",
-        description="Analyse one job case: context.json, logs/<node>/*, metrics/*.prom.",
+        help="analyse one job: a case directory, or CLUSTER/JOB_ID from a scheduler",
+        description="Analyse one job. CASE is a case directory (context.json, logs/<node>/*, "
+        "metrics/*.prom; a case holding only context.json reads its cluster's configured "
+        "sources). CLUSTER/JOB_ID asks that cluster's scheduler for the context and reads the "
+        "evidence from the cluster's logs and metrics sources (attribution.yaml).",
     )
-    a.add_argument("case", type=Path, help="case directory (holds context.json)")
+    a.add_argument("case", metavar="CASE|CLUSTER/JOB_ID",
+                   help="case directory, or a job of a configured cluster (atlas/4412201)")
     a.add_argument("--json", action="store_true",
                    help="print the result contract as one JSON object")
     a.add_argument("--db", metavar="URL",
@@ -97,6 +111,39 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: a throwaway one)")
     _add_settings_args(r)
 
+    d = sub.add_parser(
+        "discover",
+        help="list a cluster's finished jobs as execution contexts",
+        description="Ask CLUSTER's scheduler for the jobs that ENDED in [--since, --until) and "
+        "print each one's execution context as one JSON object per line (the context.json "
+        "vocabulary), or a table with --table.",
+    )
+    d.add_argument("cluster", help="a cluster name from attribution.yaml")
+    d.add_argument("--since", required=True, metavar="TIME",
+                   help="RFC 3339 time or date, e.g. 2026-11-02T00:00Z or 2026-11-02")
+    d.add_argument("--until", metavar="TIME", help="default: now")
+    d.add_argument("--state", metavar="S[,S...]",
+                   help="final states to keep: FAILED,NODE_FAIL,TIMEOUT,... (default: all)")
+    d.add_argument("--partition", action="append", default=[], metavar="P",
+                   help="Slurm partition (repeatable)")
+    d.add_argument("--account", action="append", default=[], metavar="A")
+    d.add_argument("--user", action="append", default=[], metavar="U")
+    d.add_argument("--namespace", action="append", default=[], metavar="NS",
+                   help="Kubernetes namespace (repeatable)")
+    d.add_argument("--limit", type=int, metavar="N", help="at most N jobs (oldest end first)")
+    d.add_argument("--table", action="store_true", help="a table for people instead of JSON")
+
+    e = sub.add_parser(
+        "export",
+        help="write a cluster's job as a case directory (context + the evidence read)",
+        description="Resolve CLUSTER/JOB_ID like `analyze`, then write DIR/context.json, "
+        "DIR/logs/<node>/<stream> and DIR/metrics/exported.prom from the evidence read, so "
+        "the job can be attached to a ticket or added to tests and analysed offline.",
+    )
+    e.add_argument("job", metavar="CLUSTER/JOB_ID")
+    e.add_argument("out", type=Path, metavar="DIR", help="new directory for the case")
+    _add_settings_args(e)
+
     sub.add_parser("rules", help="list the attribution rules (docs/rules.md has the details)")
     sub.add_parser("parsers", help="list the log/metric parsers (docs/parsers.md)")
     return p
@@ -117,13 +164,64 @@ def _sink_url(db: str | None) -> str:
     return f"sqlite:///{Path(db).resolve()}"
 
 
+def _config(args: argparse.Namespace):  # -> AttributionConfig
+    from attribution_dagster.config import load_config
+
+    return load_config(args.config)
+
+
+def _cluster(args: argparse.Namespace, name: str):  # -> Cluster
+    from attribution_dagster.clusters import Cluster
+    from attribution_dagster.config import ConfigError
+
+    clusters = _config(args).clusters
+    if name not in clusters:
+        known = ", ".join(sorted(clusters)) or "none"
+        raise ConfigError(f"no cluster named {name!r} in the configuration (configured: {known})")
+    return Cluster(name, clusters[name])
+
+
+def _resolve_job(args: argparse.Namespace, ref: str):  # -> tuple[Cluster, ExecutionContext]
+    from attribution_dagster.clusters import split_job_ref
+    from attribution_dagster.config import ConfigError
+
+    clusters = _config(args).clusters
+    parts = split_job_ref(ref, clusters)
+    if parts is None:
+        known = ", ".join(sorted(clusters)) or "none configured"
+        raise ConfigError(
+            f"{ref}: not a case directory, and not CLUSTER/JOB_ID of a configured cluster "
+            f"(clusters: {known})"
+        )
+    cluster = _cluster(args, parts[0])
+    return cluster, cluster.scheduler.get_job(parts[1])
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from attribution_dagster.clusters import Cluster, split_job_ref
     from attribution_dagster.connectors.static import ContextError
-    from attribution_dagster.pipeline import analyze_case
+    from attribution_dagster.pipeline import analyze_context, case_has_evidence, load_context
     from attribution_dagster.render import render_result
 
+    settings = _settings(args)
+    target = Path(args.case)
     try:
-        result = analyze_case(args.case, _settings(args))
+        head = args.case.split("/", 1)[0]
+        is_job = not target.exists() and (
+            split_job_ref(args.case, _config(args).clusters) is not None
+            or ("/" in args.case and head and not Path(head).exists())
+        )
+        if not is_job:
+            ctx = load_context(target)
+            sources = None
+            if not case_has_evidence(target) and ctx.cluster:
+                clusters = _config(args).clusters
+                if ctx.cluster in clusters:
+                    sources = Cluster(ctx.cluster, clusters[ctx.cluster]).sources
+            result = analyze_context(ctx, settings, case=target, sources=sources)
+        else:
+            cluster, ctx = _resolve_job(args, args.case)
+            result = analyze_context(ctx, settings, sources=cluster.sources)
     except ContextError as e:
         return _fail(str(e))
     if args.db:
@@ -134,6 +232,75 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         sys.stdout.write(result.model_dump_json() + "\n")
     else:
         print(render_result(result))
+    return EXIT_OK
+
+
+def _when(text: str, flag: str):  # -> datetime
+    from datetime import datetime, timezone
+
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} is not an RFC 3339 time or a date") from None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    from attribution_dagster.connectors.base import JobQuery
+    from attribution_dagster.models import JobState
+    from attribution_dagster.render import table
+
+    try:
+        states = tuple(JobState(s.strip().upper()) for s in (args.state or "").split(",") if s)
+    except ValueError as e:
+        return _fail(f"--state: {e}; use {', '.join(s.value for s in JobState)}")
+    try:
+        query = JobQuery(
+            since=_when(args.since, "--since"),
+            until=_when(args.until, "--until") if args.until else None,
+            states=states,
+            partitions=tuple(args.partition),
+            accounts=tuple(args.account),
+            users=tuple(args.user),
+            namespaces=tuple(args.namespace),
+            limit=args.limit,
+        )
+    except ValueError as e:
+        return _fail(str(e))
+    jobs = _cluster(args, args.cluster).scheduler.finished_jobs(query)
+    if args.table:
+        rows = [
+            [c.job_id, c.state.value, "" if c.exit_code is None else str(c.exit_code),
+             c.end.strftime("%Y-%m-%d %H:%M:%S"), str(len(c.nodes)),
+             ",".join(c.nodes[:4]) + (" ..." if len(c.nodes) > 4 else ""), c.reason or ""]
+            for c in jobs
+        ]
+        print(table(["job", "state", "exit", "ended (UTC)", "nodes", "node names", "reason"],
+                    rows))
+        print(f"\n{len(jobs)} finished jobs on {args.cluster}", file=sys.stderr)
+    else:
+        for c in jobs:
+            sys.stdout.write(c.model_dump_json(exclude_none=True, exclude={"case_dir"}) + "\n")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from attribution_dagster.export import write_case
+    from attribution_dagster.pipeline import collect_evidence
+
+    cluster, ctx = _resolve_job(args, args.job)
+    raw = collect_evidence(None, ctx, _settings(args), sources=cluster.sources)
+    try:
+        counts = write_case(args.out, ctx, raw)
+    except FileExistsError as e:
+        return _fail(str(e))
+    failed = [c.source for c in raw.coverage if c.status in ("failed", "partial")]
+    print(f"wrote {args.out}: {counts['lines']} lines in {counts['files']} files, "
+          f"{counts['samples']} metric samples"
+          + (f" (incomplete sources: {', '.join(failed)})" if failed else ""), file=sys.stderr)
     return EXIT_OK
 
 
@@ -211,9 +378,18 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_analyze(args)
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "discover":
+            return cmd_discover(args)
+        if args.command == "export":
+            return cmd_export(args)
         return cmd_catalog(args.command)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except ConfigError as e:
+        return _fail(str(e))
+    except SourceError as e:
+        what = "try again later" if e.transient else "check the configuration"
+        return _fail(f"{e} ({what})", EXIT_SOURCE)
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # last line of defence: one line, never a traceback by default

@@ -102,6 +102,15 @@ class SensorConfig(BaseModel):
     settle_seconds: float = Field(
         default=5.0, ge=0, description="ignore a context.json changed this recently"
     )
+    # finished-job sensors (one per cluster with a scheduler)
+    scheduler_interval_seconds: int = Field(default=60, ge=1)
+    max_jobs_per_tick: int = Field(default=200, ge=1, le=10_000)
+    overlap_seconds: float = Field(
+        default=600.0, ge=0, description="re-list jobs that ended this long before the cursor"
+    )
+    first_lookback_seconds: float = Field(
+        default=3600.0, ge=0, description="on the first tick, jobs that ended this long ago"
+    )
 
 
 class AnalysisConfig(BaseModel):
@@ -292,7 +301,9 @@ def load_config(
     try:
         return AttributionConfig.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(x) for x in first["loc"])
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"{source}: field '{field}': {msg}") from None
+        problems = []
+        for err in e.errors()[:3]:
+            field = ".".join(str(x) for x in err["loc"])
+            problems.append(f"field '{field}': {str(err['msg']).removeprefix('Value error, ')}")
+        more = f" (and {e.error_count() - 3} more)" if e.error_count() > 3 else ""
+        raise ConfigError(f"{source}: {'; '.join(problems)}{more}") from None

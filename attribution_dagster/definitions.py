@@ -11,10 +11,8 @@ import os
 
 from dagster import (
     AssetSelection,
-    Backoff,
     Definitions,
     EnvVar,
-    RetryPolicy,
     define_asset_job,
     in_process_executor,
 )
@@ -24,12 +22,13 @@ from attribution_dagster.config import AttributionConfig, load_config
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
+    ClustersResource,
     LocalFilesResource,
     SqlSinkResource,
     StaticCasesResource,
     StdoutSinkResource,
 )
-from attribution_dagster.sensors import build_case_directory_sensor
+from attribution_dagster.sensors import build_case_directory_sensor, build_finished_jobs_sensor
 from attribution_dagster.sinks.sql import default_sqlite_url
 
 ATTRIBUTE_JOB = "attribute_job"
@@ -53,6 +52,7 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
     a = config.analysis
     return {
         "cases": StaticCasesResource(case_root=str(config.case_root_path)),
+        "clusters": ClustersResource.from_configs(config.clusters),
         "files": LocalFilesResource(max_line_bytes=a.max_line_bytes, workers=a.workers),
         "analysis": AnalysisSettingsResource(
             lead_seconds=a.lead_seconds,
@@ -71,14 +71,7 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
 
 def build_definitions(config: AttributionConfig | None = None) -> Definitions:
     config = config or load_config()
-    assets = build_job_assets(
-        max_partitions_per_run=config.max_partitions_per_run,
-        fetch_retry=RetryPolicy(
-            max_retries=config.retry.max_retries,
-            delay=config.retry.delay_seconds,
-            backoff=Backoff.EXPONENTIAL,
-        ),
-    )
+    assets = build_job_assets(max_partitions_per_run=config.max_partitions_per_run)
     job = define_asset_job(
         ATTRIBUTE_JOB,
         selection=AssetSelection.assets(*assets),  # includes the attribution checks
@@ -86,17 +79,33 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
         executor_def=in_process_executor,
         description="Attribute one or more finished jobs (all four per-job assets).",
     )
-    sensor = build_case_directory_sensor(
-        job,
-        interval_seconds=config.sensor.interval_seconds,
-        max_cases_per_tick=config.sensor.max_cases_per_tick,
-        settle_seconds=config.sensor.settle_seconds,
-        enabled=config.sensor.enabled,
-    )
+    s = config.sensor
+    sensors = [
+        build_case_directory_sensor(
+            job,
+            interval_seconds=s.interval_seconds,
+            max_cases_per_tick=s.max_cases_per_tick,
+            settle_seconds=s.settle_seconds,
+            enabled=s.enabled,
+        )
+    ]
+    sensors += [
+        build_finished_jobs_sensor(
+            name,
+            job,
+            interval_seconds=s.scheduler_interval_seconds,
+            max_jobs_per_tick=s.max_jobs_per_tick,
+            overlap_seconds=s.overlap_seconds,
+            first_lookback_seconds=s.first_lookback_seconds,
+            enabled=s.enabled,
+        )
+        for name, cluster in config.clusters.items()
+        if cluster.scheduler is not None and cluster.sensor
+    ]
     return Definitions(
         assets=assets,
         jobs=[job],
-        sensors=[sensor],
+        sensors=sensors,
         resources=build_resources(config),
         executor=in_process_executor,
     )

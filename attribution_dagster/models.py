@@ -108,7 +108,7 @@ class ExecutionContext(BaseModel):
         default=None, description="the scheduler's own words: 'CANCELLED by 1000', eviction message"
     )
     failing_step: str | None = Field(default=None, description="Slurm step / pod that failed first")
-    stdout_path: str | None = Field(default=None, description="job stdout as the scheduler recorded it")
+    stdout_path: str | None = Field(default=None, description="job stdout, as Slurm recorded it")
     stderr_path: str | None = None
     pods: list[PodRef] = Field(
         default_factory=list, description="Kubernetes jobs: the pods and where they ran"

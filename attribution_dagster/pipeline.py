@@ -20,13 +20,13 @@ from attribution_dagster.connectors.base import failed_coverage
 from attribution_dagster.connectors.files import LocalFilesClient
 from attribution_dagster.connectors.static import StaticContextClient
 from attribution_dagster.models import (
-    MetricSample,
-    RawRecord,
     AnalysisSettings,
     AttributionResult,
     ExecutionContext,
+    MetricSample,
     Observation,
     RawEvidence,
+    RawRecord,
     SourceCoverage,
 )
 from attribution_dagster.rules.engine import RuleEngine, load_engine
@@ -73,10 +73,12 @@ def collect_evidence(
 ) -> RawEvidence:
     """Prefiltered log lines and metric samples for the job's nodes and window.
 
-    From the case directory when it holds evidence, else from `sources` (the cluster's
-    back-ends). A source that fails is one `failed` coverage entry; the others still count.
+    From the case directory (`case`, else the context's `case_dir`) when it holds evidence,
+    else from `sources` (the cluster's back-ends). A source that fails is one `failed`
+    coverage entry; the others still count.
     """
     settings = settings or AnalysisSettings()
+    case = case if case is not None else ctx.case_dir
     window = settings.window(ctx)
     anchors = catalog().anchors()
     records: list[RawRecord] = []
@@ -113,8 +115,9 @@ def collect_evidence(
                 source="none",
                 status="empty",
                 nodes_missing=list(ctx.nodes),
-                errors=[f"{where}no evidence source is configured for cluster "
-                        f"{ctx.cluster or '(none)'}"],
+                errors=[
+                    f"{where}no evidence source is configured for cluster {ctx.cluster or '(none)'}"
+                ],
             )
         )
     return RawEvidence(job_id=ctx.job_id, records=records, samples=samples, coverage=coverage)
@@ -154,7 +157,7 @@ def analyze_context(
     sources: EvidenceSources | None = None,
 ) -> AttributionResult:
     settings = settings or AnalysisSettings()
-    raw = collect_evidence(case or ctx.case_dir, ctx, settings, sources=sources)
+    raw = collect_evidence(case, ctx, settings, sources=sources)
     observations = normalize(raw, ctx)
     return attribute(ctx, observations, raw.coverage, settings)
 

@@ -12,7 +12,6 @@ from dagster import (
     AssetKey,
     AssetRecordsFilter,
     DagsterInstance,
-    RetryPolicy,
     materialize,
 )
 from dagster._core.storage.tags import (
@@ -73,7 +72,7 @@ def setup(tmp_path):
         sink=SinkConfig(url=url),
         retry=RetryConfig(max_retries=2, delay_seconds=0),
     )
-    assets = build_job_assets(fetch_retry=RetryPolicy(max_retries=2, delay=0))
+    assets = build_job_assets()
     return root, url, config, assets, build_resources(config)
 
 
@@ -191,7 +190,7 @@ def test_failed_fetch_is_retried_then_succeeds(instance, setup, tmp_path):
         assets, instance=instance, partition_key="c1.400", resources={**resources, "files": flaky}
     )
     assert result.success
-    assert counter.read_text() == "3"  # two failures, then the RetryPolicy's third try
+    assert counter.read_text() == "3"  # two failures, then the third try (RetryRequested)
     assert SqlSink(url).read(job_id="400")[0].category == "gpu.lost"
 
 

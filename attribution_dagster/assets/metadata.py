@@ -83,7 +83,13 @@ def partial_sources(coverage: list[SourceCoverage]) -> list[str]:
     return [c.source for c in coverage if c.status in ("partial", "failed") or c.errors]
 
 
-def context_metadata(ctx: ExecutionContext, case_dir: str) -> dict[str, Any]:
+def context_metadata(ctx: ExecutionContext, case_dir: str | None) -> dict[str, Any]:
+    """What the job was; `case_dir` when it came from a case, else the scheduler named."""
+    origin: dict[str, Any] = (
+        {"case_dir": MetadataValue.path(case_dir)}
+        if case_dir
+        else {"from": f"{ctx.scheduler} scheduler of cluster {ctx.cluster or '?'}"}
+    )
     return {
         "job_id": ctx.job_id,
         "cluster": ctx.cluster or "",
@@ -95,7 +101,8 @@ def context_metadata(ctx: ExecutionContext, case_dir: str) -> dict[str, Any]:
         "gpu_model": ctx.gpu_model or "",
         "start": ctx.start.isoformat(),
         "end": ctx.end.isoformat(),
-        "case_dir": MetadataValue.path(case_dir),
+        **({"reason": ctx.reason} if ctx.reason else {}),
+        **origin,
     }
 
 

@@ -1,27 +1,13 @@
-"""The four per-job assets: execution_context -> raw_evidence -> observations -> attribution.
+"""The per-job assets: execution_context -> raw_evidence -> observations -> attribution.
 
-Thin wiring over `attribution_dagster.pipeline`, the very functions the CLI calls.
-
-Every asset handles one partition (the sensor path: one run per finished job) or many
-(backfills and `local_run`: a run costs seconds, a job's work milliseconds). Values
-persist per (asset, partition) through `AssetStoreResource`, not through an IO manager,
-so a run over 100 partitions works; each asset returns only metadata.
-
-Failures:
-- one partition per run: errors propagate. `raw_evidence` carries a `RetryPolicy`, so a
-  failed fetch is retried, and a job that still fails fails its own run only.
-- several partitions per run: each partition is isolated. A failing partition is retried
-  inline (`fetch_retries`), then recorded as failed in the store and skipped by the later
-  assets, which say so in that partition's metadata; the other partitions go on. The
-  last asset, `attribution`, reports a materialization for each partition that produced a
-  result and then raises a `Failure` naming the failed ones: the run ends failed, and
-  Dagster marks exactly those partitions of `attribution` as failed while the others are
-  materialized and written to the sink.
+Each is a function over `attribution_dagster.pipeline`, the very code the CLI calls; every
+job is a partition of `jobs` (registered by the finished-job and case-directory sensors).
+`for_each_job` (assets/job_batch.py) runs a step over all the jobs of a run: one job on
+the sensor path, up to `max_partitions_per_run` in a backfill, each job's failure
+isolated. Values persist per job in the asset store; each asset returns only metadata.
 """
 
-import time
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from dagster import (
@@ -32,15 +18,12 @@ from dagster import (
     AssetMaterialization,
     AssetsDefinition,
     BackfillPolicy,
-    Backoff,
     DynamicPartitionsDefinition,
     Failure,
     MaterializeResult,
     MetadataValue,
-    RetryPolicy,
     asset,
 )
-from dagster._utils.warnings import BetaWarning
 from pydantic import BaseModel, Field
 
 from attribution_dagster import pipeline
@@ -51,6 +34,8 @@ from attribution_dagster.assets.checks import (
     contract_problems,
     coverage_gaps,
 )
+from attribution_dagster.assets.job_batch import for_each_job, materialize_result
+from attribution_dagster.connectors.base import SourceError
 from attribution_dagster.models import (
     AttributionResult,
     ExecutionContext,
@@ -61,20 +46,24 @@ from attribution_dagster.models import (
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
+    ClustersResource,
     LocalFilesResource,
     SqlSinkResource,
     StaticCasesResource,
     StdoutSinkResource,
 )
-from attribution_dagster.sinks.asset_store import AssetValueStore, StoredValue
+from attribution_dagster.sinks.asset_store import AssetValueStore
 
 JOBS_PARTITIONS = DynamicPartitionsDefinition(name="jobs")
 GROUP = "attribution"
 ASSET_NAMES = ("execution_context", "raw_evidence", "observations", "attribution")
+PER_JOB: dict[str, Any] = {"partitions_def": JOBS_PARTITIONS, "group_name": GROUP}
 
 
 class StoredContext(BaseModel):
-    case_dir: str
+    """What `execution_context` hands on: the context and, for a case, its directory."""
+
+    case_dir: str | None = None
     context: ExecutionContext
 
 
@@ -85,304 +74,280 @@ class ObservationSet(BaseModel):
     coverage: list[SourceCoverage] = Field(default_factory=list)
 
 
-class _Outcome:
-    """Per-partition values, failures and metadata of one asset step."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-        self.failures: dict[str, str] = {}
-        self.metadata: dict[str, dict[str, Any]] = {}
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
-
-
-def _run_partitions(
+@asset(
+    **PER_JOB,
+    description="Who ran where, when, and how it ended: the job's ExecutionContext, as its "
+    "scheduler reported it, or from a case directory's context.json.",
+    kinds={"python"},
+)
+def execution_context(
     context: AssetExecutionContext,
-    store: AssetValueStore,
-    asset_name: str,
-    upstream: str | None,
-    compute: Callable[[str, StoredValue | None], tuple[str, dict[str, Any]]],
-    retries: int = 0,
-    retry_delay: float = 0.0,
-) -> _Outcome:
-    """Run `compute(partition_key, upstream_value)` for each partition of the step."""
-    keys = list(context.partition_keys)
-    batched = len(keys) > 1
-    ups = store.get(upstream, keys) if upstream else {}
-    out = _Outcome()
-    for pk in keys:
-        up = ups.get(pk) if upstream else None
-        if upstream and (up is None or not up.ok):
-            reason = (
-                f"upstream {upstream} failed: {up.error}"
-                if up is not None
-                else f"upstream {upstream} has no value for this partition; materialize it first"
+    store: AssetStoreResource,
+    cases: StaticCasesResource,
+    clusters: ClustersResource,
+) -> MaterializeResult:
+    s = store.get_store()
+    registered, case_dirs = _registered(s, list(context.partition_keys), cases, clusters)
+
+    def resolve(key: str, _up: str | None, _last: bool) -> tuple[StoredContext, dict[str, Any]]:
+        if key in registered:
+            stored = registered[key]
+        elif key in case_dirs:
+            stored = _from_case(key, case_dirs[key], cases)
+        else:
+            stored = _ask_scheduler(key, clusters, cases)
+        return stored, md.context_metadata(stored.context, stored.case_dir)
+
+    return materialize_result(context, for_each_job(context, s, resolve))
+
+
+@asset(
+    **PER_JOB,
+    deps=[execution_context],
+    description="Prefiltered log lines and metric samples for the job's nodes and window, "
+    "from its case or its cluster's log and metric back-ends, with per-source coverage.",
+    kinds={"python"},
+)
+def raw_evidence(
+    context: AssetExecutionContext,
+    store: AssetStoreResource,
+    files: LocalFilesResource,
+    clusters: ClustersResource,
+    analysis: AnalysisSettingsResource,
+) -> MaterializeResult:
+    settings = analysis.settings()
+    client = files.client()
+
+    def fetch(key: str, up: str | None, last_try: bool) -> tuple[RawEvidence, dict[str, Any]]:
+        stored = StoredContext.model_validate_json(up or "")
+        cluster = clusters.get(stored.context.cluster)
+        raw = pipeline.collect_evidence(
+            stored.case_dir,
+            stored.context,
+            settings,
+            files=client,
+            sources=cluster.sources if cluster is not None else None,
+        )
+        transient = [c for c in raw.coverage if c.retryable]
+        if transient and not last_try:
+            raise SourceError(
+                "; ".join(
+                    f"{c.source}: {c.errors[0] if c.errors else c.status}" for c in transient
+                ),
+                transient=True,
             )
-            if not batched:
-                store.put(asset_name, failures={pk: reason})
-                # Retrying cannot help: the upstream value is missing or failed.
-                raise Failure(description=f"{pk}: {reason}", allow_retries=False)
-            out.failures[pk] = reason
-            continue
-        attempt = 0
-        while True:
-            try:
-                out.values[pk], out.metadata[pk] = compute(pk, up)
-                break
-            except Exception as exc:  # noqa: BLE001 - isolate one job's failure
-                if not batched:
-                    store.put(asset_name, failures={pk: _reason(exc)})
-                    raise
-                if attempt < retries:
-                    attempt += 1
-                    context.log.warning(f"{asset_name} {pk}: {_reason(exc)}; retry {attempt}")
-                    time.sleep(retry_delay * attempt)
-                    continue
-                out.failures[pk] = _reason(exc)
-                context.log.warning(f"{asset_name} {pk} failed: {_reason(exc)}")
-                break
-    store.put(asset_name, values=out.values, failures=out.failures)
-    return out
+        return raw, md.evidence_metadata(stored.context, raw)
+
+    batch = for_each_job(
+        context,
+        store.get_store(),
+        fetch,
+        upstream="execution_context",
+        retries=analysis.fetch_retries,
+        retry_delay=analysis.fetch_retry_delay_seconds,
+    )
+    return materialize_result(context, batch)
 
 
-def _result(context: AssetExecutionContext, out: _Outcome) -> MaterializeResult:
-    """One partition: its metadata. Several: per-partition metadata plus a batch summary."""
-    keys = list(context.partition_keys)
-    if len(keys) == 1:
-        return MaterializeResult(metadata=out.metadata.get(keys[0], {}))
-    batch = {
-        "batch: partitions": MetadataValue.int(len(keys)),
-        "batch: failed": MetadataValue.int(len(out.failures)),
-    }
-    # Per partition, so each job's page lists its own facts first.
-    for pk, meta in out.metadata.items():
-        context.add_asset_metadata({**meta, **batch}, partition_key=pk)
-    for pk, reason in out.failures.items():
-        context.add_asset_metadata({"FAILED": reason, **batch}, partition_key=pk)
-    return MaterializeResult()
+@asset(
+    **PER_JOB,
+    deps=[raw_evidence],
+    description="Typed observations (XID, NCCL timeout, IB link down, OOM, ...) parsed "
+    "from the raw evidence, time-ordered.",
+    kinds={"python"},
+)
+def observations(context: AssetExecutionContext, store: AssetStoreResource) -> MaterializeResult:
+    s = store.get_store()
+    contexts = _stored_contexts(s, context.partition_keys)
+
+    def parse(key: str, up: str | None, _last: bool) -> tuple[ObservationSet, dict[str, Any]]:
+        raw = RawEvidence.model_validate_json(up or "")
+        obs = pipeline.normalize(raw, _context_of(contexts, key))
+        return ObservationSet(observations=obs, coverage=raw.coverage), md.observations_metadata(
+            obs
+        )
+
+    return materialize_result(context, for_each_job(context, s, parse, upstream="raw_evidence"))
 
 
-def build_job_assets(
-    max_partitions_per_run: int = 100,
-    fetch_retry: RetryPolicy | None = None,
-) -> list[AssetsDefinition]:
-    """The four per-job assets; the backfill policy batches up to N partitions per run."""
-    with warnings.catch_warnings():
-        # backfill_policy is "beta" in Dagster 1.13; it is what makes batching possible.
-        warnings.simplefilter("ignore", BetaWarning)
-        return _build(max_partitions_per_run, fetch_retry)
+@asset(
+    **PER_JOB,
+    deps=[observations],
+    description="Root cause vs symptoms: category, suspect nodes, symptom chain, evidence. "
+    "Written to the result sinks.",
+    kinds={"python", "sql"},
+    check_specs=[
+        AssetCheckSpec(
+            CONTRACT_CHECK,
+            asset="attribution",
+            description="the result validates against the result contract",
+        ),
+        AssetCheckSpec(
+            COVERAGE_CHECK,
+            asset="attribution",
+            description="every node of the job produced some evidence, or the gap is stated",
+        ),
+    ],
+)
+def attribution(
+    context: AssetExecutionContext,
+    store: AssetStoreResource,
+    sink: SqlSinkResource,
+    stdout: StdoutSinkResource,
+    analysis: AnalysisSettingsResource,
+) -> Iterator[Any]:
+    s = store.get_store()
+    settings = analysis.settings()
+    contexts = _stored_contexts(s, context.partition_keys)
+
+    def decide(key: str, up: str | None, _last: bool) -> tuple[AttributionResult, dict[str, Any]]:
+        obs = ObservationSet.model_validate_json(up or "")
+        result = pipeline.attribute(
+            _context_of(contexts, key), obs.observations, obs.coverage, settings
+        )
+        return result, md.attribution_metadata(result)
+
+    batch = for_each_job(context, s, decide, upstream="observations")
+    results: dict[str, AttributionResult] = batch.values  # type: ignore[assignment]
+    if results:
+        sink.get_sink().write(results.values())
+        printer = stdout.get_sink()
+        if printer is not None:
+            printer.write(results.values())
+    checks = _check_results(results, {k: _context_of(contexts, k) for k in results})
+    if batch.batched and batch.failures:
+        # Report what succeeded, then fail the run naming the jobs that did not.
+        for key, meta in batch.metadata.items():
+            yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=meta)
+        yield from checks
+        failed = sorted(batch.failures)
+        raise Failure(
+            description=f"{len(failed)} of {len(batch.keys)} jobs failed: "
+            + "; ".join(f"{k}: {batch.failures[k]}" for k in failed[:20]),
+            metadata={"failed partitions": ", ".join(failed)},
+            allow_retries=False,
+        )
+    yield MaterializeResult(
+        metadata=materialize_result(context, batch).metadata, check_results=checks
+    )
 
 
-def _build(max_partitions_per_run: int, fetch_retry: RetryPolicy | None) -> list[AssetsDefinition]:
+PER_JOB_ASSETS: list[AssetsDefinition] = [
+    execution_context,
+    raw_evidence,
+    observations,
+    attribution,
+]
+
+
+def build_job_assets(max_partitions_per_run: int = 100) -> list[AssetsDefinition]:
+    """The four assets with their backfill batch size (`max_partitions_per_run` jobs a run)."""
     policy = BackfillPolicy.multi_run(max_partitions_per_run=max_partitions_per_run)
-    retry = fetch_retry or RetryPolicy(max_retries=2, delay=2, backoff=Backoff.EXPONENTIAL)
-    common: dict[str, Any] = {
-        "partitions_def": JOBS_PARTITIONS,
-        "backfill_policy": policy,
-        "group_name": GROUP,
+    return [a.with_attributes(backfill_policy=policy) for a in PER_JOB_ASSETS]
+
+
+# -- where a job's context comes from -------------------------------------------------------
+
+
+def _registered(
+    store: AssetValueStore,
+    keys: list[str],
+    cases: StaticCasesResource,
+    clusters: ClustersResource,
+) -> tuple[dict[str, StoredContext], dict[str, str]]:
+    """Jobs registered by a sensor or local_run: a scheduler's context, or a case directory."""
+    found = {
+        k: StoredContext(context=ctx, case_dir=ctx.case_dir)
+        for k, ctx in store.indexed_contexts(keys).items()
+    }
+    dirs = store.case_dirs([k for k in keys if k not in found])
+    missing = [k for k in keys if k not in found and k not in dirs]
+    if missing and not all(clusters.get(_cluster_of(k)) for k in missing):
+        # Not registered, and no scheduler to ask: look under the case root (slow path).
+        wanted = set(missing)
+        late: dict[str, str] = {}
+        for case in cases.list_cases():
+            try:
+                key = cases.load(case).partition_key
+            except Exception:  # noqa: BLE001 - malformed cases are the sensor's to report
+                continue
+            if key in wanted and key not in late:
+                late[key] = str(case)
+        store.index_cases(late)
+        dirs.update(late)
+    return found, dirs
+
+
+def _from_case(key: str, case_dir: str, cases: StaticCasesResource) -> StoredContext:
+    ctx = cases.load(case_dir)
+    if ctx.partition_key != key:
+        raise Failure(
+            description=f"{case_dir}/context.json now describes {ctx.partition_key}, not {key}",
+            allow_retries=False,
+        )
+    return StoredContext(case_dir=case_dir, context=ctx)
+
+
+def _cluster_of(key: str) -> str:
+    return key.split(".", 1)[0]
+
+
+def _ask_scheduler(
+    key: str, clusters: ClustersResource, cases: StaticCasesResource
+) -> StoredContext:
+    """A job nobody registered: ask the scheduler of the cluster its key names."""
+    cluster_name, _, job_id = key.partition(".")
+    cluster = clusters.get(cluster_name)
+    if cluster is None or cluster.config.scheduler is None or not job_id:
+        raise Failure(
+            description=f"no case directory for partition {key} (looked in the case index and "
+            f"under {cases.root}) and no scheduler configured for cluster {cluster_name!r}",
+            allow_retries=False,
+        )
+    ctx = cluster.scheduler.get_job(job_id)
+    return StoredContext(context=ctx, case_dir=ctx.case_dir)
+
+
+def _stored_contexts(store: AssetValueStore, keys: Any) -> dict[str, ExecutionContext]:
+    values = store.get("execution_context", list(keys))
+    return {
+        k: StoredContext.model_validate_json(v.payload or "").context
+        for k, v in values.items()
+        if v.ok
     }
 
-    @asset(
-        **common,
-        description="Who ran where, when, and how it ended: the job's ExecutionContext.",
-        kinds={"python"},
-    )
-    def execution_context(
-        context: AssetExecutionContext,
-        cases: StaticCasesResource,
-        store: AssetStoreResource,
-    ) -> MaterializeResult:
-        s = store.get_store()
-        keys = list(context.partition_keys)
-        dirs = s.case_dirs(keys)
-        missing = [k for k in keys if k not in dirs]
-        if missing:  # not registered through the sensor or local_run: look under case_root
-            found: dict[str, str] = {}
-            for case in cases.list_cases():
-                try:
-                    key = cases.load(case).partition_key
-                except Exception:  # noqa: BLE001 - malformed cases are reported by the sensor
-                    continue
-                if key in missing and key not in found:
-                    found[key] = str(case)
-            s.index_cases(found)
-            dirs.update(found)
 
-        def compute(pk: str, _up: StoredValue | None) -> tuple[str, dict[str, Any]]:
-            case_dir = dirs.get(pk)
-            if case_dir is None:
-                raise Failure(
-                    description=f"no case directory for partition {pk} "
-                    f"(looked in the case index and under {cases.root})"
-                )
-            ctx = cases.load(case_dir)
-            if ctx.partition_key != pk:
-                raise Failure(
-                    description=f"{case_dir}/context.json now describes {ctx.partition_key}, "
-                    f"not {pk}"
-                )
-            value = StoredContext(case_dir=case_dir, context=ctx).model_dump_json()
-            return value, md.context_metadata(ctx, case_dir)
-
-        return _result(context, _run_partitions(context, s, "execution_context", None, compute))
-
-    @asset(
-        **common,
-        deps=[execution_context],
-        retry_policy=retry,
-        description="Prefiltered log lines and metric samples for the job's nodes and window, "
-        "with per-source coverage.",
-        kinds={"python"},
-    )
-    def raw_evidence(
-        context: AssetExecutionContext,
-        files: LocalFilesResource,
-        analysis: AnalysisSettingsResource,
-        store: AssetStoreResource,
-    ) -> MaterializeResult:
-        s = store.get_store()
-        settings = analysis.settings()
-        client = files.client()
-
-        def compute(pk: str, up: StoredValue | None) -> tuple[str, dict[str, Any]]:
-            stored = StoredContext.model_validate_json(up.payload or "")
-            raw = pipeline.collect_evidence(stored.case_dir, stored.context, settings, files=client)
-            return raw.model_dump_json(), md.evidence_metadata(stored.context, raw)
-
-        out = _run_partitions(
-            context,
-            s,
-            "raw_evidence",
-            "execution_context",
-            compute,
-            retries=analysis.fetch_retries,
-            retry_delay=analysis.fetch_retry_delay_seconds,
-        )
-        return _result(context, out)
-
-    @asset(
-        **common,
-        deps=[raw_evidence],
-        description="Typed observations (XID, NCCL timeout, IB link down, OOM, ...) parsed "
-        "from the raw evidence, time-ordered.",
-        kinds={"python"},
-    )
-    def observations(
-        context: AssetExecutionContext, store: AssetStoreResource
-    ) -> MaterializeResult:
-        s = store.get_store()
-        contexts = s.get("execution_context", context.partition_keys)
-
-        def compute(pk: str, up: StoredValue | None) -> tuple[str, dict[str, Any]]:
-            ctx_value = contexts.get(pk)
-            if ctx_value is None or not ctx_value.ok:
-                raise Failure(description=f"{pk}: execution_context has no value")
-            ctx = StoredContext.model_validate_json(ctx_value.payload or "").context
-            raw = RawEvidence.model_validate_json(up.payload or "")
-            obs = pipeline.normalize(raw, ctx)
-            value = ObservationSet(observations=obs, coverage=raw.coverage).model_dump_json()
-            return value, md.observations_metadata(obs)
-
-        return _result(
-            context, _run_partitions(context, s, "observations", "raw_evidence", compute)
-        )
-
-    @asset(
-        **common,
-        deps=[observations],
-        description="Root cause vs symptoms: category, suspect nodes, symptom chain, evidence. "
-        "Written to the result sinks.",
-        kinds={"python", "sql"},
-        check_specs=[
-            AssetCheckSpec(
-                CONTRACT_CHECK,
-                asset="attribution",
-                description="the result validates against the result contract",
-            ),
-            AssetCheckSpec(
-                COVERAGE_CHECK,
-                asset="attribution",
-                description="every node of the job produced some evidence, or the gap is stated",
-            ),
-        ],
-    )
-    def attribution(
-        context: AssetExecutionContext,
-        store: AssetStoreResource,
-        sink: SqlSinkResource,
-        stdout: StdoutSinkResource,
-        analysis: AnalysisSettingsResource,
-    ) -> Iterator[Any]:
-        s = store.get_store()
-        settings = analysis.settings()
-        keys = list(context.partition_keys)
-        batched = len(keys) > 1
-        contexts = s.get("execution_context", keys)
-        results: dict[str, AttributionResult] = {}
-        job_contexts: dict[str, ExecutionContext] = {}
-
-        def compute(pk: str, up: StoredValue | None) -> tuple[str, dict[str, Any]]:
-            ctx_value = contexts.get(pk)
-            if ctx_value is None or not ctx_value.ok:
-                raise Failure(description=f"{pk}: execution_context has no value")
-            ctx = StoredContext.model_validate_json(ctx_value.payload or "").context
-            obs = ObservationSet.model_validate_json(up.payload or "")
-            result = pipeline.attribute(ctx, obs.observations, obs.coverage, settings)
-            results[pk] = result
-            job_contexts[pk] = ctx
-            return result.model_dump_json(), md.attribution_metadata(result)
-
-        out = _run_partitions(context, s, "attribution", "observations", compute)
-        if results:
-            sink.get_sink().write(results.values())
-            printer = stdout.get_sink()
-            if printer is not None:
-                printer.write(results.values())
-
-        checks = _check_results(results, job_contexts)
-        if batched and out.failures:
-            for pk, meta in out.metadata.items():
-                yield AssetMaterialization(asset_key=context.asset_key, partition=pk, metadata=meta)
-            yield from checks
-            failed = sorted(out.failures)
-            raise Failure(
-                description=f"{len(failed)} of {len(keys)} jobs failed: "
-                + "; ".join(f"{k}: {out.failures[k]}" for k in failed[:20]),
-                metadata={"failed partitions": ", ".join(failed)},
-                allow_retries=False,
-            )
-        result = _result(context, out)
-        yield MaterializeResult(metadata=result.metadata, check_results=checks)
-
-    return [execution_context, raw_evidence, observations, attribution]
+def _context_of(contexts: dict[str, ExecutionContext], key: str) -> ExecutionContext:
+    ctx = contexts.get(key)
+    if ctx is None:
+        raise Failure(description=f"{key}: execution_context has no value", allow_retries=False)
+    return ctx
 
 
 def _check_results(
     results: dict[str, AttributionResult], contexts: dict[str, ExecutionContext]
 ) -> list[AssetCheckResult]:
-    """Both checks over the partitions of this step (one in the sensor path)."""
+    """Both checks over the jobs of this step (one on the sensor path)."""
     contract_bad: dict[str, list[str]] = {}
     stated: dict[str, list[str]] = {}
     silent: dict[str, list[str]] = {}
-    for pk, result in results.items():
+    for key, result in results.items():
         problems = contract_problems(result)
         if problems:
-            contract_bad[pk] = problems
-        gaps, missing = coverage_gaps(contexts[pk], result)
+            contract_bad[key] = problems
+        gaps, missing = coverage_gaps(contexts[key], result)
         if gaps:
-            stated[pk] = gaps
+            stated[key] = gaps
         if missing:
-            silent[pk] = missing
+            silent[key] = missing
     contract_md = md.md_table(
         ["job", "problem"],
-        [[pk, p] for pk, ps in sorted(contract_bad.items()) for p in ps][: md.MAX_ROWS],
+        [[k, p] for k, ps in sorted(contract_bad.items()) for p in ps][: md.MAX_ROWS],
     )
-    gap_rows = [[pk, ", ".join(n), "stated"] for pk, n in sorted(stated.items())] + [
-        [pk, ", ".join(n), "NOT stated"] for pk, n in sorted(silent.items())
+    gap_rows = [[k, ", ".join(n), "stated"] for k, n in sorted(stated.items())] + [
+        [k, ", ".join(n), "NOT stated"] for k, n in sorted(silent.items())
     ]
+    gaps_md = md.md_table(["job", "nodes", "gap"], gap_rows[: md.MAX_ROWS])
     return [
         AssetCheckResult(
             check_name=CONTRACT_CHECK,
@@ -404,15 +369,7 @@ def _check_results(
                 "jobs checked": MetadataValue.int(len(results)),
                 "jobs with a stated gap": MetadataValue.int(len(stated)),
                 "jobs with an unstated gap": MetadataValue.int(len(silent)),
-                **(
-                    {
-                        "gaps": MetadataValue.md(
-                            md.md_table(["job", "nodes", "gap"], gap_rows[: md.MAX_ROWS])
-                        )
-                    }
-                    if gap_rows
-                    else {}
-                ),
+                **({"gaps": MetadataValue.md(gaps_md)} if gap_rows else {}),
             },
         ),
     ]

@@ -155,8 +155,7 @@ class StaticSchedulerClient:
         found = [
             ctx
             for _, ctx in self._contexts()
-            if query.since <= ctx.end < until
-            and (not states or ctx.state in states)
+            if query.since <= ctx.end < until and (not states or ctx.state in states)
         ]
         found.sort(key=lambda c: (c.end, c.job_id))
         return found[: query.limit] if query.limit else found
@@ -166,4 +165,3 @@ class StaticSchedulerClient:
             if ctx.job_id == job_id:
                 return ctx
         raise JobNotFound(f"job {job_id} not found under {self.path}")
-

@@ -3,6 +3,7 @@
 Adding a connector means adding its client under `connectors/` and one resource here.
 """
 
+from attribution_dagster.resources.clusters import ClustersResource
 from attribution_dagster.resources.files import LocalFilesResource
 from attribution_dagster.resources.settings import AnalysisSettingsResource
 from attribution_dagster.resources.sinks import (
@@ -15,6 +16,7 @@ from attribution_dagster.resources.static import StaticCasesResource
 __all__ = [
     "AnalysisSettingsResource",
     "AssetStoreResource",
+    "ClustersResource",
     "LocalFilesResource",
     "SqlSinkResource",
     "StaticCasesResource",

@@ -9,8 +9,10 @@ metadata to Dagster. The next asset reads its input from here.
 A failed partition is stored as a failure row, so that later assets in a batched run
 skip it and say why, and so that a tool can list what failed.
 
-It also keeps the case index: partition key -> case directory, written by whoever
-registers the partition (the case-directory sensor, ``local_run``).
+It also keeps two indexes written by whoever registers a partition: partition key ->
+case directory (the case-directory sensor, ``local_run``) and partition key -> the
+execution context a scheduler reported (the finished-job sensors), so `execution_context`
+does not ask the scheduler again, and still knows a Kubernetes job after its pods are gone.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, insert, select
 
+from attribution_dagster.models import ExecutionContext
 from attribution_dagster.sinks.sql import clean_text, shared_engine
 
 store_metadata = MetaData()
@@ -41,6 +44,17 @@ case_index_table = Table(
     store_metadata,
     Column("partition_key", String(512), primary_key=True),
     Column("case_dir", Text, nullable=False),
+    Column("registered_at", DateTime(timezone=True), nullable=False),
+)
+
+
+job_index_table = Table(
+    "attribution_job_index",
+    store_metadata,
+    Column("partition_key", String(512), primary_key=True),
+    Column("cluster", String(255), nullable=False),
+    Column("job_id", String(255), nullable=False),
+    Column("context_json", Text, nullable=False),
     Column("registered_at", DateTime(timezone=True), nullable=False),
 )
 
@@ -162,4 +176,38 @@ class AssetValueStore:
             for chunk in _chunks(list(keys)):
                 q = select(t.c.partition_key, t.c.case_dir).where(t.c.partition_key.in_(chunk))
                 out.update({k: d for k, d in conn.execute(q)})
+        return out
+
+    # -- job index (scheduler contexts) -------------------------------------------------------
+
+    def index_jobs(self, contexts: Iterable[ExecutionContext]) -> None:
+        """Remember the scheduler's context of each job under its partition key."""
+        rows = {
+            c.partition_key: {
+                "partition_key": c.partition_key,
+                "cluster": c.cluster or "",
+                "job_id": c.job_id,
+                "context_json": c.model_dump_json(),
+            }
+            for c in contexts
+        }
+        if not rows:
+            return
+        t = job_index_table
+        now = datetime.now(timezone.utc)
+        with self.engine.begin() as conn:
+            for chunk in _chunks(list(rows)):
+                conn.execute(delete(t).where(t.c.partition_key.in_(chunk)))
+            conn.execute(insert(t), [{**r, "registered_at": now} for r in rows.values()])
+
+    def indexed_contexts(self, keys: Iterable[str]) -> dict[str, ExecutionContext]:
+        t = job_index_table
+        out: dict[str, ExecutionContext] = {}
+        with self.engine.connect() as conn:
+            for chunk in _chunks(list(keys)):
+                q = select(t.c.partition_key, t.c.context_json).where(
+                    t.c.partition_key.in_(chunk)
+                )
+                for key, payload in conn.execute(q):
+                    out[key] = ExecutionContext.model_validate_json(payload)
         return out

@@ -1,0 +1,152 @@
+"""`for_each_job`: run one per-job asset step over every partition of the run.
+
+A run costs Dagster about a second and a job's work milliseconds, so backfills put up to
+`max_partitions_per_run` jobs in one run. This helper is the only place that knows it:
+
+- values persist per (asset, partition) in the asset store (`AssetValueStore`), not
+  through an IO manager, which cannot store a multi-partition output;
+- one job failing does not stop the others: in a batch its failure is stored and the
+  later assets skip it and say why; alone (the sensor path) it fails its own run;
+- a transient error (`SourceError(transient=True)`: timeout, 429, 5xx; an `OSError`
+  reading evidence) is tried again: alone, by `RetryRequested` so the UI shows the
+  retry; in a batch, inline.
+  Anything else is not retried: a 401 or a bad context will not heal by waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, RetryRequested
+from pydantic import BaseModel
+
+from attribution_dagster.connectors.base import SourceError
+from attribution_dagster.sinks.asset_store import AssetValueStore
+
+# compute(partition_key, upstream payload or None, last_try) -> (value, metadata)
+Compute = Callable[[str, str | None, bool], tuple[BaseModel, dict[str, Any]]]
+
+
+@dataclass
+class JobBatch:
+    """What one step produced: values and metadata per job, and why the others failed."""
+
+    keys: list[str]
+    values: dict[str, BaseModel] = field(default_factory=dict)
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def batched(self) -> bool:
+        return len(self.keys) > 1
+
+
+def reason(exc: BaseException) -> str:
+    """One line: the exception's type and first line."""
+    if isinstance(exc, Failure) and exc.description:
+        return exc.description.strip().splitlines()[0]
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+def for_each_job(
+    context: AssetExecutionContext,
+    store: AssetValueStore,
+    compute: Compute,
+    *,
+    upstream: str | None = None,
+    retries: int = 0,
+    retry_delay: float = 0.0,
+) -> JobBatch:
+    """Run `compute` for each partition of the step, isolating failures (see module doc)."""
+    asset_name = context.asset_key.to_user_string()
+    batch = JobBatch(keys=list(context.partition_keys))
+    inputs = store.get(upstream, batch.keys) if upstream else {}
+    for key in batch.keys:
+        payload: str | None = None
+        if upstream:
+            up = inputs.get(key)
+            if up is None or not up.ok:
+                why = (
+                    f"upstream {upstream} failed: {up.error}"
+                    if up is not None
+                    else f"upstream {upstream} has no value for this job; materialize it first"
+                )
+                if not batch.batched:
+                    store.put(asset_name, failures={key: why})
+                    raise Failure(description=f"{key}: {why}", allow_retries=False)
+                batch.failures[key] = why
+                continue
+            payload = up.payload
+        attempt = 0
+        while True:
+            last_try = attempt >= retries if batch.batched else context.retry_number >= retries
+            try:
+                batch.values[key], batch.metadata[key] = compute(key, payload, last_try)
+                break
+            except (SourceError, OSError) as exc:
+                if _transient(exc) and not last_try:
+                    context.log.warning(f"{asset_name} {key}: {reason(exc)}; trying again")
+                    if not batch.batched:
+                        raise RetryRequested(
+                            max_retries=retries,
+                            seconds_to_wait=retry_delay * 2**context.retry_number,
+                        ) from exc
+                    attempt += 1
+                    time.sleep(retry_delay * 2 ** (attempt - 1))
+                    continue
+                _fail(context, store, batch, asset_name, key, exc)
+                break
+            except Exception as exc:  # noqa: BLE001 - one job's failure is isolated
+                _fail(context, store, batch, asset_name, key, exc)
+                break
+    store.put(
+        asset_name,
+        values={k: v.model_dump_json() for k, v in batch.values.items()},
+        failures=batch.failures,
+    )
+    return batch
+
+
+def _transient(exc: Exception) -> bool:
+    """Worth another try: a back-end's transient error, or an I/O error reading evidence
+    (an NFS hiccup, a timeout), unlike a bad context or a refused login."""
+    if isinstance(exc, SourceError):
+        return exc.transient
+    return isinstance(exc, OSError)
+
+
+def _fail(
+    context: AssetExecutionContext,
+    store: AssetValueStore,
+    batch: JobBatch,
+    asset_name: str,
+    key: str,
+    exc: Exception,
+) -> None:
+    if not batch.batched:
+        store.put(asset_name, failures={key: reason(exc)})
+        if isinstance(exc, Failure):
+            raise exc
+        raise Failure(description=f"{key}: {reason(exc)}", allow_retries=False) from exc
+    batch.failures[key] = reason(exc)
+    context.log.warning(f"{asset_name} {key} failed: {reason(exc)}")
+
+
+def materialize_result(context: AssetExecutionContext, batch: JobBatch) -> MaterializeResult:
+    """One job: its metadata. Several: each job's metadata on its own partition, plus the
+    batch's counts, so a job's page in the UI lists its own facts first."""
+    if not batch.batched:
+        return MaterializeResult(metadata=batch.metadata.get(batch.keys[0], {}))
+    summary = {
+        "batch: partitions": MetadataValue.int(len(batch.keys)),
+        "batch: failed": MetadataValue.int(len(batch.failures)),
+    }
+    for key, meta in batch.metadata.items():
+        context.add_asset_metadata({**meta, **summary}, partition_key=key)
+    for key, why in batch.failures.items():
+        context.add_asset_metadata({"FAILED": why, **summary}, partition_key=key)
+    return MaterializeResult()

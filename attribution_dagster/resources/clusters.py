@@ -1,0 +1,43 @@
+"""The configured clusters (attribution.yaml `clusters:`) as a Dagster resource.
+
+Each cluster's scheduler and evidence sources are plain connectors (connectors/); this
+resource only turns the validated configuration into `Cluster` objects, built once per
+process. The configuration holds no secrets (only the names of environment variables),
+so the UI may show it.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+
+from dagster import ConfigurableResource
+from pydantic import Field, PrivateAttr
+
+from attribution_dagster.clusters import Cluster, clusters_from
+from attribution_dagster.config import ClusterConfig
+
+
+class ClustersResource(ConfigurableResource):
+    clusters_json: str = Field(
+        default="{}", description="the `clusters:` block of attribution.yaml, as JSON"
+    )
+    _built: dict[str, Cluster] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_configs(cls, configs: dict[str, ClusterConfig]) -> ClustersResource:
+        data = {name: cfg.model_dump(mode="json") for name, cfg in configs.items()}
+        return cls(clusters_json=json.dumps(data, sort_keys=True))
+
+    @cached_property
+    def _configs(self) -> dict[str, ClusterConfig]:
+        raw = json.loads(self.clusters_json or "{}")
+        return {name: ClusterConfig.model_validate(cfg) for name, cfg in raw.items()}
+
+    def all(self) -> dict[str, Cluster]:
+        if self._built is None:
+            self._built = clusters_from(self._configs)
+        return self._built
+
+    def get(self, name: str | None) -> Cluster | None:
+        return self.all().get(name) if name else None
