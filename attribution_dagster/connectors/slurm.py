@@ -173,10 +173,20 @@ def map_state(raw: str | None) -> tuple[JobState | None, str | None]:
     return state, keep
 
 
+# The final states `sacct --state` accepts (22.05-25.11); it is fatal on SPECIAL_EXIT
+# ("job state SPECIAL_EXIT is not supported / accounted") and LAUNCH_FAILED.
+FILTERABLE_STATES = (
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+    "BOOT_FAIL", "DEADLINE",
+)  # fmt: skip
+
+
 def _states_for(wanted: Iterable[JobState]) -> list[str]:
-    """Slurm state names that map to any of `wanted` (for sacct --state / the REST filter)."""
+    """Slurm state names that map to any of `wanted`, for sacct --state / the REST filter
+    (the result is filtered again locally, which also catches the unfilterable states)."""
     want = set(wanted)
-    return [name for name, st in STATE_MAP.items() if st in want]
+    names = [name for name in FILTERABLE_STATES if STATE_MAP[name] in want]
+    return names
 
 
 # --------------------------------------------------------------------------- small parsers
@@ -673,7 +683,8 @@ def classify_sacct_error(tool: str, stderr: str, returncode: int) -> SchedulerEr
 
 
 def _first_error_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [re.sub(r"^(sacct|scontrol):\s*", "", ln.strip()) for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
     for ln in lines:
         if "error" in ln.lower() or "fatal" in ln.lower():
             return ln[:300]
