@@ -110,8 +110,8 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Jobs:
     timeout = _sbatch("-J", "limited", "-t", "1", o, "--wrap", "sleep 300")
     failing = _sbatch("-J", "multi", "-N", "3", o, "--wrap", f"srun {step}")
     ok = _sbatch("-J", "fine", o, "--wrap", "echo fine")
-    array = _sbatch("-J", "sweep", "--array=1-3", f"--output={out}/%x-%A_%a.out", "--wrap",
-                    'echo task $SLURM_ARRAY_TASK_ID; [ "$SLURM_ARRAY_TASK_ID" != 2 ] || exit 5')  # fmt: skip
+    task = 'echo task $SLURM_ARRAY_TASK_ID; [ "$SLURM_ARRAY_TASK_ID" != 2 ] || exit 5'
+    array = _sbatch("-J", "sweep", "--array=1-3", f"--output={out}/%x-%A_%a.out", "--wrap", task)
     jobs = Jobs(since, out, failing, ok, array, timeout, 0.0)
     # accounting lands 1-4 s after a job ends; poll the query the tests assert on
     client = sacct_client()
