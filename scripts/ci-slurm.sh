@@ -45,6 +45,10 @@ stop_pidfile() {
 
 stop() {
   [ -d "$R" ] || return 0
+  alive "$(cat "$R/run/slurmctld.pid" 2>/dev/null)" || alive "$(cat "$R/mysql/mysqld.pid" 2>/dev/null)" \
+    || alive "$(cat "$R/munge/munged.pid" 2>/dev/null)" || alive "$(cat "$R/run/slurmdbd.pid" 2>/dev/null)" \
+    || alive "$(cat "$R/run/slurmrestd.pid" 2>/dev/null)" \
+    || return 0
   stop_pidfile "$R/run/slurmrestd.pid"
   for f in "$R"/run/slurmd*.pid; do stop_pidfile "$f"; done
   stop_pidfile "$R/run/slurmctld.pid"
@@ -120,6 +124,7 @@ start() {
     --log-error="$R/log/mariadb.log" --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
     --innodb-lock-wait-timeout=900 --innodb-flush-log-at-trx-commit=2 </dev/null >/dev/null 2>&1 &
   wait_for 30 mariadb-admin --no-defaults -S "$R/mysql/mysqld.sock" -uroot ping
+  log "mariadb up ($((SECONDS - t0)) s)"
   mariadb --no-defaults -S "$R/mysql/mysqld.sock" -uroot -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw';
     CREATE DATABASE slurm_acct_db; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
 
@@ -192,10 +197,13 @@ EOF
   # order matters: dbd, then ctld, then the slurmds; all stdio detached
   slurmdbd </dev/null >>"$R/log/daemons.out" 2>&1
   wait_for 30 sacctmgr -n list cluster
+  log "slurmdbd up ($((SECONDS - t0)) s)"
   slurmctld </dev/null >>"$R/log/daemons.out" 2>&1
   wait_for 30 bash -c 'scontrol ping | grep -q UP'
+  log "slurmctld up ($((SECONDS - t0)) s)"
   for n in $SLURM_NODES; do slurmd -N "$n" </dev/null >>"$R/log/daemons.out" 2>&1; done
   wait_for 30 bash -c '[ -n "$(sinfo -h -N -o %T)" ] && [ -z "$(sinfo -h -N -o %T | grep -vx idle)" ]'
+  log "nodes idle ($((SECONDS - t0)) s)"
 
   local restport=$((base + 20))
   runuser -u slurm -- bash -c "echo \$\$ > '$R/run/slurmrestd.pid'; exec env SLURM_CONF='$SLURM_CONF' SLURM_JWT=daemon \
