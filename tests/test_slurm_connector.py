@@ -493,6 +493,10 @@ def test_rest_v004x_shapes(fake_http, version: str) -> None:
             v41_job(930, state=["RUNNING"], code=0),
         ],
     }  # fmt: skip
+    if version == "v0.0.40":  # the stdout fields arrived with v0.0.41 (24.05)
+        for job in body["jobs"]:
+            for key in ("stdout", "stderr", "stdout_expanded", "stderr_expanded"):
+                job.pop(key)
     fake_http.route("GET", f"/slurmdb/{version}/jobs", lambda r: (200, body))
     fake_http.route("GET", f"/slurm/{version}/nodes", lambda r: (200, {"nodes": [
         {"name": "gpu-001", "address": "10.0.0.1", "hostname": "gpu-001.cluster"}]}))  # fmt: skip
@@ -508,7 +512,10 @@ def test_rest_v004x_shapes(fake_http, version: str) -> None:
         8,
         "h100",
     )
-    assert failed.stdout_path == "/scratch/alice/j900-900.out"  # stdout_expanded wins
+    if version == "v0.0.40":
+        assert failed.stdout_path is None
+    else:
+        assert failed.stdout_path == "/scratch/alice/j900-900.out"  # stdout_expanded wins
     assert failed.node_addresses == {"gpu-001": ["10.0.0.1", "gpu-001.cluster"]}
     assert ctxs["901"].exit_code == 128 + 9 and ctxs["901"].state is JobState.CANCELLED
     assert ctxs["905_3"].model_extra["array_task_id"] == "3"
@@ -522,17 +529,35 @@ def test_rest_v004x_shapes(fake_http, version: str) -> None:
     assert {r.path.split("/")[2] for r in fake_http.requests} == {version}
 
 
-def test_rest_v0039_string_state_and_number_objects(fake_http) -> None:
-    job = v41_job(77, state="TIMEOUT", code=0, nodes="gpu-[001-002]")
-    job["state"] = {"current": "TIMEOUT", "reason": "None"}  # v0.0.39: a plain string
-    job["time"]["end"] = 1795603000
-    fake_http.route(
-        "GET", "/slurmdb/v0.0.39/job/77", lambda r: (200, {"jobs": [job], "errors": []})
-    )
+def test_rest_v0039_shapes(fake_http) -> None:
+    """v0.0.39 (23.02) per its data_parser: state.current a string, plain integer times and
+    return codes, signal {signal_id, name}, step.id an object {job_id, step_id}."""
+    job = {
+        "job_id": 77, "name": "train", "nodes": "gpu-[001-002]", "partition": "h100",
+        "user": "alice", "account": "ml", "working_directory": "/w",
+        "state": {"current": "FAILED", "reason": "NonZeroExitCode"},
+        "exit_code": {"status": "ERROR", "return_code": 3},
+        "derived_exit_code": {"status": "ERROR", "return_code": 3},
+        "time": {"start": 1795600800, "end": 1795603000},
+        "array": {"job_id": 0, "task_id": None}, "het": {"job_id": 0, "job_offset": None},
+        "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 8}]},
+        "steps": [
+            {"step": {"id": {"job_id": 77, "step_id": "batch"}, "name": "batch"},
+             "state": "FAILED", "exit_code": {"status": "ERROR", "return_code": 3},
+             "time": {"start": 1795600800, "end": 1795603000}, "nodes": {"list": ["gpu-001"]}},
+            {"step": {"id": {"job_id": 77, "step_id": 0}, "name": "python"},
+             "state": "CANCELLED",
+             "exit_code": {"status": "SIGNALED", "signal": {"signal_id": 9, "name": "KILL"}},
+             "time": {"start": 1795600800, "end": 1795602999},
+             "nodes": {"list": ["gpu-001", "gpu-002"]}},
+        ],
+    }  # fmt: skip
+    fake_http.route("GET", "/slurmdb/v0.0.39/job/77", lambda r: (200, {"jobs": [job]}))
     ctx = rest_client(fake_http.url, api_version="v0.0.39", node_addresses=False).get_job("77")
-    assert ctx.state is JobState.TIMEOUT and ctx.end == datetime.fromtimestamp(
-        1795603000, timezone.utc
-    )
+    assert (ctx.state, ctx.exit_code, ctx.failing_step) == (JobState.FAILED, 3, "77.0")
+    assert ctx.end == datetime.fromtimestamp(1795603000, timezone.utc)
+    assert ctx.nodes == ["gpu-001", "gpu-002"] and ctx.gpus_per_node == 4
+    assert ctx.stdout_path is None  # v0.0.39 records no output path: none is guessed
 
 
 def test_rest_auto_version_picks_newest_served(fake_http) -> None:

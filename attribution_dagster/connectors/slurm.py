@@ -1095,8 +1095,8 @@ class RestClient:
             return v, body
         raise SchedulerError(
             f"slurmrestd at {self.base} does not serve the slurmdbd API "
-            f"({', '.join(versions)}): start it with -s openapi/slurmdbd (23.02+) or "
-            "openapi/dbv0.0.38 (22.05), or set api_version"
+            f"({', '.join(versions)}): start it with the slurmdbd plugin (-s openapi/slurmdbd "
+            "on 23.11+, openapi/dbv0.0.39 on 23.02, openapi/dbv0.0.38 on 22.05) or set api_version"
         )
 
     # -- protocol
@@ -1358,7 +1358,9 @@ def job_from_rest(item: dict[str, Any], version: str) -> SlurmJob | None:
         if not isinstance(s, dict):
             continue
         sid = (s.get("step") or {}).get("id")
-        sid = str(sid) if sid is not None else ""
+        if isinstance(sid, dict):  # v0.0.39: {job_id, step_het_component, step_id}
+            sid = sid.get("step_id")
+        sid = str(sid) if sid is not None else ""  # "batch" / 0 (dbv0.0.38), "123.0" (v0.0.40+)
         suffix = sid.split(".", 1)[1] if "." in sid else sid
         s_nodes = (s.get("nodes") or {}).get("list")
         if isinstance(s_nodes, str):
