@@ -215,9 +215,9 @@ EOF
   tok=$(timeout 10 scontrol token username=slurm lifespan=10800 | sed -n 's/^SLURM_JWT=//p')
   [ -n "$tok" ]
   {
-    echo "export ATTRIBUTION_TEST_SLURM_CONF=$SLURM_CONF"
-    echo "export ATTRIBUTION_TEST_SLURMRESTD_URL=http://127.0.0.1:$restport"
-    echo "export ATTRIBUTION_TEST_SLURM_JWT=$tok"
+    printf 'export ATTRIBUTION_TEST_SLURM_CONF=%q\n' "$SLURM_CONF"
+    printf 'export ATTRIBUTION_TEST_SLURMRESTD_URL=%q\n' "http://127.0.0.1:$restport"
+    printf 'export ATTRIBUTION_TEST_SLURM_JWT=%q\n' "$tok"
   } >"$R/exports"
   chmod 600 "$R/exports"
   trap - ERR
