@@ -111,6 +111,9 @@ class SensorConfig(BaseModel):
     first_lookback_seconds: float = Field(
         default=3600.0, ge=0, description="on the first tick, jobs that ended this long ago"
     )
+    retention_days: float | None = Field(
+        default=30.0, gt=0, description="delete `jobs` partitions older than this; None keeps all"
+    )
 
 
 class AnalysisConfig(BaseModel):

@@ -19,16 +19,24 @@ from dagster import (
 
 from attribution_dagster.assets import build_job_assets
 from attribution_dagster.config import AttributionConfig, load_config
+from attribution_dagster.instance_tuning import tune_local_instance
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
     ClustersResource,
+    KueuePlacementResource,
     LocalFilesResource,
     SqlSinkResource,
     StaticCasesResource,
     StdoutSinkResource,
 )
-from attribution_dagster.sensors import build_case_directory_sensor, build_finished_jobs_sensor
+from attribution_dagster.sensors import (
+    build_case_directory_sensor,
+    build_finished_jobs_sensor,
+    build_pod_placement_sensor,
+    placement_resource_key,
+)
+from attribution_dagster.sensors.retention import build_job_retention_sensor
 from attribution_dagster.sinks.sql import default_sqlite_url
 
 ATTRIBUTE_JOB = "attribute_job"
@@ -50,7 +58,15 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
     else:
         store_url, store_password = sink_url, password
     a = config.analysis
+    placements = {
+        placement_resource_key(name): KueuePlacementResource.for_cluster(
+            name, cluster.scheduler, url=sink_url, password=password
+        )
+        for name, cluster in config.clusters.items()
+        if cluster.scheduler is not None and cluster.scheduler.kind == "kueue"
+    }
     return {
+        **placements,
         "cases": StaticCasesResource(case_root=str(config.case_root_path)),
         "clusters": ClustersResource.from_configs(config.clusters),
         "files": LocalFilesResource(max_line_bytes=a.max_line_bytes, workers=a.workers),
@@ -102,6 +118,13 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
         for name, cluster in config.clusters.items()
         if cluster.scheduler is not None and cluster.sensor
     ]
+    sensors += [
+        build_pod_placement_sensor(name, enabled=s.enabled)
+        for name, cluster in config.clusters.items()
+        if cluster.scheduler is not None and cluster.scheduler.kind == "kueue"
+    ]
+    if s.retention_days is not None:
+        sensors.append(build_job_retention_sensor(s.retention_days))
     return Definitions(
         assets=assets,
         jobs=[job],
@@ -111,4 +134,7 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
     )
 
 
+# Run workers load this module: their event writes to a SQLite instance skip the fsync per
+# event (see instance_tuning.py); a PostgreSQL instance is unaffected.
+tune_local_instance()
 defs = build_definitions()

@@ -32,6 +32,7 @@ from attribution_dagster.config import (
     load_config,
 )
 from attribution_dagster.connectors.static import StaticContextClient
+from attribution_dagster.instance_tuning import tune_local_instance
 from attribution_dagster.models import AnalysisSettings, AttributionResult, ExecutionContext
 from attribution_dagster.sinks.asset_store import AssetValueStore
 from attribution_dagster.sinks.sql import SqlSink
@@ -80,6 +81,7 @@ def run_cases(
 
 
 def open_instance(instance_dir: Path | None) -> DagsterInstance:
+    tune_local_instance()
     if instance_dir is None:
         return DagsterInstance.ephemeral()
     instance_dir = Path(instance_dir).resolve()

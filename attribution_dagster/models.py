@@ -123,9 +123,12 @@ class ExecutionContext(BaseModel):
 
     @property
     def partition_key(self) -> str:
-        """Dagster partition key: `<cluster>.<job_id>` with only safe characters."""
-        raw = f"{self.cluster or 'default'}.{self.job_id}"
-        return _UNSAFE_KEY_CHARS.sub("_", raw)
+        return job_partition_key(self.cluster, self.job_id)
+
+
+def job_partition_key(cluster: str | None, job_id: str) -> str:
+    """Dagster partition key of a job: `<cluster>.<job_id>` with only safe characters."""
+    return _UNSAFE_KEY_CHARS.sub("_", f"{cluster or 'default'}.{job_id}")
 
 
 TimeQuality = Literal["exact", "inherited", "unknown"]

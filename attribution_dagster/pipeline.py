@@ -73,9 +73,12 @@ def collect_evidence(
 ) -> RawEvidence:
     """Prefiltered log lines and metric samples for the job's nodes and window.
 
-    From the case directory (`case`, else the context's `case_dir`) when it holds evidence,
-    else from `sources` (the cluster's back-ends). A source that fails is one `failed`
-    coverage entry; the others still count.
+    Per kind of evidence, the case directory (`case`, else the context's `case_dir`) wins
+    when it holds it (`logs/`, `metrics/`);
+    the kinds it lacks come from `sources` (the cluster's back-ends), so a case with its
+    own logs can take its metrics from Prometheus. A case with evidence and no source for
+    the missing kind reads the case files only, as before. A source that fails is one
+    `failed` coverage entry; the others still count.
     """
     settings = settings or AnalysisSettings()
     case = case if case is not None else ctx.case_dir
@@ -84,31 +87,38 @@ def collect_evidence(
     records: list[RawRecord] = []
     samples: list[MetricSample] = []
     coverage: list[SourceCoverage] = []
+    log_sources = tuple(sources.logs) if sources else ()
+    metric_sources = tuple(sources.metrics) if sources else ()
     if case_has_evidence(case):
         assert case is not None
         files = files or LocalFilesClient(
             max_line_bytes=settings.max_line_bytes, workers=settings.workers
         )
         case = Path(case)
-        records, log_cov = files.fetch_logs(case, ctx, anchors, window)
-        samples, metric_cov = files.fetch_metrics(case, ctx, window)
-        coverage = [log_cov] + ([metric_cov] if metric_cov is not None else [])
-    elif sources:
-        for log_source in sources.logs:
+        if (case / "logs").is_dir() or not log_sources:
+            records, log_cov = files.fetch_logs(case, ctx, anchors, window)
+            coverage.append(log_cov)
+            log_sources = ()
+        if (case / "metrics").is_dir() or not metric_sources:
+            samples, metric_cov = files.fetch_metrics(case, ctx, window)
+            coverage.extend([metric_cov] if metric_cov is not None else [])
+            metric_sources = ()
+    if log_sources or metric_sources:
+        for log_source in log_sources:
             try:
                 got, cov = log_source.fetch_logs(ctx, anchors, window)
             except Exception as exc:  # noqa: BLE001 - one source failing is partial evidence
                 got, cov = [], failed_coverage(log_source.name, exc)
             records.extend(got)
             coverage.append(cov)
-        for metric_source in sources.metrics:
+        for metric_source in metric_sources:
             try:
                 got_samples, cov = metric_source.fetch_metrics(ctx, window)
             except Exception as exc:  # noqa: BLE001
                 got_samples, cov = [], failed_coverage(metric_source.name, exc)
             samples.extend(got_samples)
             coverage.append(cov)
-    else:
+    elif not coverage:
         where = f"{case} holds no logs/ or metrics/ and " if case is not None else ""
         coverage.append(
             SourceCoverage(

@@ -285,7 +285,11 @@ def test_definitions_have_one_sensor_per_cluster_with_a_scheduler(tmp_path):
     )
     defs = build_definitions(config)
     names = {s.name for s in defs.sensors}
-    assert names == {"case_directory_sensor", "atlas_finished_jobs_sensor"}
+    assert names == {
+        "case_directory_sensor",
+        "atlas_finished_jobs_sensor",
+        "job_partition_retention_sensor",
+    }
 
 
 def test_per_job_assets_take_the_context_from_the_scheduler(instance, tmp_path, samples_root):
@@ -330,3 +334,40 @@ def test_per_job_assets_take_the_context_from_the_scheduler(instance, tmp_path, 
     by_job = {r.job_id: r for r in SqlSink(url).read()}
     assert by_job["4812"].category == "gpu.nvlink"
     assert by_job[other.job_id].status in {"attributed", "ambiguous", "unattributed", "not_failed"}
+
+
+def test_retention_deletes_old_job_partitions_and_keeps_results(instance, tmp_path):
+    from attribution_dagster.models import AttributionResult
+    from attribution_dagster.resources import SqlSinkResource
+    from attribution_dagster.sensors.retention import build_job_retention_sensor
+    from attribution_dagster.sinks import SqlSink
+
+    url = f"sqlite:///{tmp_path}/r.db"
+    now = datetime.now(timezone.utc)
+    sink = SqlSink(url)
+    for job, age_days in (("old", 40), ("new", 1)):
+        sink.write(
+            [
+                AttributionResult(
+                    job_id=job,
+                    cluster="atlas",
+                    failed=True,
+                    status="unattributed",
+                    category=None,
+                    rules_version="t",
+                    analyzed_at=now - timedelta(days=age_days),
+                )
+            ]
+        )
+    instance.add_dynamic_partitions("jobs", ["atlas.old", "atlas.new", "atlas.unrelated"])
+    AssetValueStore(url).put("attribution", values={"atlas.old": "{}", "atlas.new": "{}"})
+    resources = {"sink": SqlSinkResource(url=url), "store": AssetStoreResource(url=url)}
+    sensor = build_job_retention_sensor(30)
+    result = _tick(sensor, instance, resources, None)
+    assert [list(r.partition_keys) for r in result.dynamic_partitions_requests] == [["atlas.old"]]
+    instance.delete_dynamic_partition("jobs", "atlas.old")
+    assert set(instance.get_dynamic_partitions("jobs")) == {"atlas.new", "atlas.unrelated"}
+    assert {r.job_id for r in sink.read()} == {"old", "new"}  # results stay
+    assert set(AssetValueStore(url).get("attribution", ["atlas.old", "atlas.new"])) == {"atlas.new"}
+    again = _tick(sensor, instance, resources, None)
+    assert isinstance(again, SkipReason)

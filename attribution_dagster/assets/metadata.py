@@ -58,6 +58,8 @@ def coverage_table(coverage: list[SourceCoverage]) -> str:
             ", ".join(c.nodes_missing),
             c.records,
             c.lines or c.samples,
+            c.queries,
+            c.bytes,
             c.problems,
             "; ".join(c.errors),
         ]
@@ -71,6 +73,8 @@ def coverage_table(coverage: list[SourceCoverage]) -> str:
             "nodes missing",
             "kept",
             "lines/samples",
+            "queries",
+            "bytes",
             "bad lines",
             "errors",
         ],

@@ -205,9 +205,16 @@ class AssetValueStore:
         out: dict[str, ExecutionContext] = {}
         with self.engine.connect() as conn:
             for chunk in _chunks(list(keys)):
-                q = select(t.c.partition_key, t.c.context_json).where(
-                    t.c.partition_key.in_(chunk)
-                )
+                q = select(t.c.partition_key, t.c.context_json).where(t.c.partition_key.in_(chunk))
                 for key, payload in conn.execute(q):
                     out[key] = ExecutionContext.model_validate_json(payload)
         return out
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """Drop everything kept for these jobs (values, indexes): their results stay in the sink."""
+        keys = list(keys)
+        with self.engine.begin() as conn:
+            for chunk in _chunks(keys):
+                conn.execute(delete(values_table).where(values_table.c.partition_key.in_(chunk)))
+                for t in (case_index_table, job_index_table):
+                    conn.execute(delete(t).where(t.c.partition_key.in_(chunk)))

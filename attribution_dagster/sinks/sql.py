@@ -37,6 +37,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    func,
     insert,
     select,
     update,
@@ -332,8 +333,19 @@ class SqlSink:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
-    def count(self) -> int:
-        from sqlalchemy import func
+    def jobs_analyzed_before(self, cutoff: datetime, limit: int = 10_000) -> list[tuple[str, str]]:
+        """(cluster, job_id) of results analysed before `cutoff`, oldest first."""
+        t = results_table
+        q = (
+            select(t.c.cluster, t.c.job_id)
+            .where(t.c.analyzed_at < cutoff)
+            .group_by(t.c.cluster, t.c.job_id)
+            .order_by(func.min(t.c.analyzed_at))
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [(c, j) for c, j in conn.execute(q)]
 
+    def count(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(results_table)).scalar_one())
