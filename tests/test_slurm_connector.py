@@ -196,6 +196,9 @@ def test_config_kind_slurm_builds_a_scheduler_client() -> None:
     rest = parse_config("scheduler", {"kind": "slurm", "transport": "slurmrestd",
                                       "restd_url": "http://h:6820"})  # fmt: skip
     assert isinstance(rest.client("c1"), RestClient)
+    implied = parse_config("scheduler", {"kind": "slurm", "restd_url": "http://h:6820"})
+    assert isinstance(implied.client("c1"), RestClient)  # transport auto + restd_url
+    assert isinstance(SlurmConfig().client("c1"), SacctClient)
     with pytest.raises(ValueError, match="restd_url"):
         SlurmConfig(transport="slurmrestd").client("c1")
 

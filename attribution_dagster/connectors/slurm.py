@@ -53,8 +53,9 @@ class SlurmConfig(BackendConfig):
     """`scheduler: {kind: slurm, ...}`: jobs from Slurm accounting (sacct or slurmrestd)."""
 
     kind: Literal["slurm"] = "slurm"
-    transport: Literal["sacct", "slurmrestd"] = Field(
-        default="sacct", description="run sacct/scontrol here, or ask slurmrestd over HTTP"
+    transport: Literal["auto", "sacct", "slurmrestd"] = Field(
+        default="auto",
+        description="auto: slurmrestd when restd_url is set, else sacct/scontrol on this host",
     )
     # sacct transport
     sacct: str = Field(default="sacct", description="sacct binary (name on PATH or a path)")
@@ -86,8 +87,12 @@ class SlurmConfig(BackendConfig):
         "for jobs it still remembers (MinJobAge)",
     )
 
+    @property
+    def uses_restd(self) -> bool:
+        return self.transport == "slurmrestd" or (self.transport == "auto" and bool(self.restd_url))
+
     def client(self, cluster: str) -> SacctClient | RestClient:
-        if self.transport == "slurmrestd":
+        if self.uses_restd:
             if not self.restd_url:
                 raise ValueError("scheduler kind slurm with transport slurmrestd needs restd_url")
             from attribution_dagster.connectors.slurm_rest import RestClient
