@@ -634,3 +634,15 @@ def test_rest_get_job_not_found(fake_http) -> None:
     )
     with pytest.raises(JobNotFound, match="99999 not found"):
         rest_client(fake_http.url, api_version="v0.0.38").get_job("99999")
+
+
+def test_rest_404_with_json_is_a_missing_job_not_a_missing_api(fake_http) -> None:
+    """A served endpoint answering 404 with a JSON error body: the job is unknown; a plain
+    text 404 (slurmrestd's answer for a path it does not serve) makes auto probe on."""
+    missing = {"errors": [{"error_number": 2017, "error": "Invalid job id specified"}]}
+    fake_http.route("GET", "/slurmdb/v0.0.42/job/55", lambda r: (404, missing))
+    client = rest_client(fake_http.url)
+    with pytest.raises(JobNotFound, match="55 not found"):
+        client.get_job("55")
+    assert client.version == "v0.0.42"
+    assert [r.path for r in fake_http.requests] == ["/slurmdb/v0.0.42/job/55"]

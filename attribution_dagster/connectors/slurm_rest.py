@@ -107,6 +107,17 @@ class RestClient:
                 f"${self.config.jwt_env} and the user name {headers['X-SLURM-USER-NAME']!r}"
             )
         if status == 404:
+            # slurmrestd's "no such path" is plain text; a JSON body with errors comes from
+            # a served endpoint (newer versions answer a missing job that way)
+            try:
+                body = resp.json()
+            except ValueError:
+                return 404, None
+            if isinstance(body, dict) and ("errors" in body or "meta" in body):
+                body.setdefault("jobs", [])
+                if not _errors(body):
+                    body["errors"] = [{"error_number": 9003, "error": "Nothing found (404)"}]
+                return 404, body
             return 404, None
         if status == 429 or status >= 500:
             raise SchedulerError(
@@ -128,7 +139,9 @@ class RestClient:
             raise SchedulerError(f"slurmrestd at {self.base} answered {status}")
         return status, body
 
-    def _versioned(self, build: Callable[[str], tuple[str, str]]) -> tuple[str, dict[str, Any]]:
+    def _versioned(
+        self, build: Callable[[str], tuple[str, str]]
+    ) -> tuple[str, int, dict[str, Any]]:
         """GET `build(version)` -> (path, query) on the configured version, or with
         api_version auto on the newest one the server answers (a 404 means "not served")."""
         versions = [self.version] if self.version else list(REST_VERSIONS)
@@ -138,7 +151,7 @@ class RestClient:
             if status == 404 and body is None:
                 continue
             self.version = v
-            return v, body
+            return v, status, body
         raise SchedulerError(
             f"slurmrestd at {self.base} does not serve the slurmdbd API "
             f"({', '.join(versions)}): start it with the slurmdbd plugin (-s openapi/slurmdbd "
@@ -148,7 +161,7 @@ class RestClient:
     # -- protocol
     def finished_jobs(self, query: JobQuery) -> list[ExecutionContext]:
         until = query.until or utc_now()
-        version, body = self._versioned(
+        version, _, body = self._versioned(
             lambda v: (f"/slurmdb/{v}/jobs", _rest_params(v, query, until))
         )
         errors = _errors(body)
@@ -167,10 +180,10 @@ class RestClient:
         if not re.match(r"^\d+([_+]\d+)?$", job_id):
             raise JobNotFound(f"{job_id!r} is not a Slurm job id (123, 123_4 or 123+0)")
         jid = quote(job_id.split("+")[0], safe="")
-        version, body = self._versioned(lambda v: (f"/slurmdb/{v}/job/{jid}", ""))
+        version, status, body = self._versioned(lambda v: (f"/slurmdb/{v}/job/{jid}", ""))
         errors = _errors(body)
         if errors and not body.get("jobs"):
-            if _nothing_found(errors):
+            if status == 404 or _nothing_found(errors):
                 raise JobNotFound(f"job {job_id} not found in Slurm accounting of {self.cluster}")
             raise _rest_body_error(self.base, self.config.jwt_env, errors)
         jobs = self._parse_jobs(body, version)
@@ -290,7 +303,8 @@ def _errors(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _nothing_found(errors: list[dict[str, Any]]) -> bool:
     return all(
-        e.get("error_number") == 9003 or "nothing found" in str(e.get("error", "")).lower()
+        e.get("error_number") in (9003, 2017)  # nothing found / invalid job id
+        or "nothing found" in str(e.get("error", "")).lower()
         or "not found" in str(e.get("description", "")).lower()
         for e in errors
     )  # fmt: skip
