@@ -221,6 +221,8 @@ class SourceCoverage(BaseModel):
     status: CoverageStatus = "ok"
     nodes_read: list[str] = Field(default_factory=list)
     nodes_missing: list[str] = Field(default_factory=list)
+    pods_read: list[str] = Field(default_factory=list)  # Kubernetes pod logs: `ns/pod`
+    pods_missing: list[str] = Field(default_factory=list)  # pods gone (404) or unreadable
     files: int = 0
     queries: int = 0  # requests made to a back-end (Loki, Prometheus, Kubernetes API)
     bytes: int = 0  # bytes read from files or received from a back-end
@@ -231,6 +233,8 @@ class SourceCoverage(BaseModel):
     invalid_utf8_lines: int = 0
     overlong_lines: int = 0
     binary_lines: int = 0
+    files_skipped: int = 0  # rotated files whose time span cannot overlap the window: not read
+    context_lines: int = 0  # cluster-level lines naming no job node: context only, not kept
     errors: list[str] = Field(default_factory=list)
     retryable: bool = Field(
         default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"

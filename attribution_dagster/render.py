@@ -62,6 +62,10 @@ def coverage_lines(coverage: Sequence[SourceCoverage]) -> list[str]:
                 f"; bad lines: {c.invalid_utf8_lines} invalid UTF-8, "
                 f"{c.overlong_lines} overlong, {c.binary_lines} binary"
             )
+        if c.files_skipped:
+            line += f"; {c.files_skipped} rotated file(s) outside the window not read"
+        if c.context_lines:
+            line += f"; {c.context_lines} cluster-level line(s) naming no job node"
         lines.append(line)
         lines.extend(f"  ! {e}" for e in c.errors)
     return lines

@@ -80,12 +80,17 @@ APP = (
 )
 
 
+OTHER_KERN = KERN.replace(b"node-a", b"node-other")
+
+
 @pytest.fixture
 def case(tmp_path: Path) -> Path:
     (tmp_path / "context.json").write_text("{}")
     write(tmp_path / "logs/node-a/kern.log", KERN)
     write(tmp_path / "logs/node-a/sub/app.log", APP)
-    write(tmp_path / "logs/node-other/kern.log", KERN)
+    # a node outside the job: read as a cluster-level source (spec section 1); its lines name
+    # no job node, so they are context only
+    write(tmp_path / "logs/node-other/kern.log", OTHER_KERN)
     return tmp_path
 
 
@@ -113,15 +118,17 @@ def test_records_locators_and_inheritance(case: Path, use_hs: bool) -> None:
     ]
     assert cov.nodes_read == ["node-a"] and cov.nodes_missing == ["node-b"]
     assert cov.status == "partial"
-    assert cov.files == 2 and cov.records == 5
-    assert cov.lines == KERN.count(b"\n") + APP.count(b"\n")
-    assert cov.bytes == len(KERN) + len(APP)
-    assert any("node-other" in e for e in cov.errors)  # says which dirs were not the job's
+    # logs/node-other is read as a cluster-level source: its two hits name no job node
+    assert cov.files == 3 and cov.records == 5 and cov.context_lines == 2
+    assert cov.lines == 2 * KERN.count(b"\n") + APP.count(b"\n")
+    assert cov.bytes == len(KERN) + len(OTHER_KERN) + len(APP)
+    assert cov.errors == []
 
 
-def test_other_nodes_are_never_read(case: Path) -> None:
+def test_other_nodes_lines_never_become_job_evidence(case: Path) -> None:
     recs, cov = LocalFilesClient().fetch_logs(case, ctx(["node-a"]), ANCHORS, WINDOW)
     assert {r.node for r in recs} == {"node-a"}
+    assert not any("node-other" in r.locator for r in recs) and cov.context_lines == 2
     assert cov.status == "ok" and cov.errors == [] and cov.nodes_missing == []
 
 
@@ -405,7 +412,9 @@ def test_corrupt_metrics_gz_reported(tmp_path: Path) -> None:
 
 def test_no_anchors_no_records(case: Path) -> None:
     recs, cov = LocalFilesClient().fetch_logs(case, ctx(["node-a"]), [], WINDOW)
-    assert recs == [] and cov.files == 2 and cov.lines == KERN.count(b"\n") + APP.count(b"\n")
+    # node-a's two files and the cluster-level logs/node-other/kern.log
+    assert recs == [] and cov.files == 3
+    assert cov.lines == 2 * KERN.count(b"\n") + APP.count(b"\n")
 
 
 def test_special_characters_in_literals_are_literal() -> None:

@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from attribution_dagster.nodes import strip_port
+
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
@@ -151,12 +153,8 @@ NODE_LABELS = ("Hostname", "hostname", "instance", "node", "kubernetes_node", "n
 
 
 def _label_host(key: str, value: str) -> str:
-    if key == "instance":
-        if value.startswith("["):  # [v6addr]:port
-            return value[1 : value.find("]")] if "]" in value else value
-        if value.count(":") == 1:
-            return value.split(":", 1)[0]
-    return value
+    """`instance` carries a port (`gpu-7:9400`, `[fd00::7]:9400`): nodes.strip_port drops it."""
+    return strip_port(value) if key == "instance" else value
 
 
 def sample_nodes(labels: dict[str, str]) -> list[str]:

@@ -515,6 +515,103 @@ def decode_k8s_evicted(groups: dict[str, str | None], text: str, draft: Draft) -
     return True
 
 
+# --- Kubernetes Events (connectors/kube_events.py reads every form) ---------------------------
+
+
+def _event(groups: dict[str, str | None], text: str, draft: Draft, reasons: frozenset[str]) -> Any:
+    """The event of a table row or JSON item when its REASON is one of `reasons`, with the
+    common attrs set and the node it is about in `node_host` (EventView.node_name); None
+    vetoes the match."""
+    from attribution_dagster.connectors.kube_events import render, view_of_json_text, view_of_row
+
+    if groups.get("ereason"):
+        view = view_of_row(groups)
+    else:
+        view = view_of_json_text(text)
+        if view is not None:
+            # the event as one row; a pretty-printed item's own first line (`"eventTime":
+            # null,`, where its locator points) comes first so the excerpt quotes that line
+            first = text.split("\n", 1)[0].strip()
+            row = render(view)
+            draft["excerpt"] = row if first.startswith("{") else f"{first}\n{row}"
+    if view is None or view.reason not in reasons:
+        return None
+    draft["attrs"].update(view.attrs())
+    host = view.node_name()
+    if host:
+        draft["node_host"] = host
+    return view
+
+
+@decoder("k8s_event_node_down")
+def decode_k8s_event_node_down(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """NodeNotReady (node controller, on the Node and on each of its pods) and Rebooted
+    (kubelet): attrs.what = not_ready / rebooted."""
+    view = _event(groups, text, draft, frozenset({"NodeNotReady", "Rebooted"}))
+    if view is None:
+        return False
+    draft["attrs"]["what"] = "rebooted" if view.reason == "Rebooted" else "not_ready"
+    return True
+
+
+_OOM_VICTIM = re.compile(
+    r"(?:victim process: (?P<victim>[^,]{1,200})(?:, pid: (?P<vpid>\d{1,10}))?"
+    r"|Kill(?:ed)? process (?P<pid>\d{1,10}) \((?P<proc>[^)]{0,200})\))"
+)
+
+
+@decoder("k8s_event_host_oom")
+def decode_k8s_event_host_oom(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """SystemOOM (kubelet's OOM watcher: `System OOM encountered, victim process: python,
+    pid: 94476`) and OOMKilling (node-problem-detector's kernel monitor, the kernel line as
+    message): attrs victim / victim_pid or process / pid."""
+    view = _event(groups, text, draft, frozenset({"SystemOOM", "OOMKilling"}))
+    if view is None:
+        return False
+    m = _OOM_VICTIM.search(view.message)
+    if m:
+        for key, group, conv in (
+            ("victim", "victim", str),
+            ("victim_pid", "vpid", int),
+            ("pid", "pid", int),
+            ("process", "proc", str),
+        ):
+            if m.group(group):
+                draft["attrs"][key] = conv(m.group(group).strip())
+    return True
+
+
+@decoder("k8s_event_evicted")
+def decode_k8s_event_evicted(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """Evicted (kubelet node pressure, Kueue), TaintManagerEviction (`Marking for deletion`;
+    `Cancelling deletion` is no eviction) and Preempted (kube-scheduler, Kueue): attrs.reason
+    as decode_k8s_evicted reads it from the message."""
+    view = _event(groups, text, draft, frozenset({"Evicted", "TaintManagerEviction", "Preempted"}))
+    if view is None:
+        return False
+    if view.reason == "TaintManagerEviction":
+        if "Cancelling deletion" in view.message:
+            return False
+        draft["attrs"]["reason"] = "taint"
+        return True
+    if view.reason == "Preempted":
+        draft["attrs"]["reason"] = (
+            "pods_ready_timeout" if "PodsReady timeout" in view.message else "preempted"
+        )
+        return True
+    return decode_k8s_evicted(groups, view.message, draft)
+
+
+@decoder("k8s_event_disk_pressure")
+def decode_k8s_event_disk_pressure(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """NodeHasDiskPressure (kubelet): the node's filesystem fell below the eviction
+    threshold. attrs.condition = DiskPressure."""
+    if _event(groups, text, draft, frozenset({"NodeHasDiskPressure"})) is None:
+        return False
+    draft["attrs"]["condition"] = "DiskPressure"
+    return True
+
+
 _IO_WHAT = {
     "d1": "buffer_io",
     "d2": "block_io",
@@ -583,6 +680,11 @@ def strip_prefix(line: str) -> str:
     return line[m.end() :] if m and m.end() else line
 
 
+_EVENT_ATTRS = [
+    "event_reason", "event_type", "object", "namespace", "source", "first_seen", "last_seen",
+    "host", "pod", "logged_on",
+]  # fmt: skip
+
 # Attrs each decoder may set (for docs/parsers.md; the catalog adds the regex-mapped ones).
 DECODER_ATTRS: dict[str, list[str]] = {
     "xid": [
@@ -605,4 +707,8 @@ DECODER_ATTRS: dict[str, list[str]] = {
     "k8s_evicted": ["reason", "resource"],
     "io_error": ["what", "device"],
     "torch_ranks": ["global_rank", "rank", "pg"],
+    "k8s_event_node_down": [*_EVENT_ATTRS, "what"],
+    "k8s_event_host_oom": [*_EVENT_ATTRS, "victim", "victim_pid", "process", "pid"],
+    "k8s_event_evicted": [*_EVENT_ATTRS, "reason", "resource"],
+    "k8s_event_disk_pressure": [*_EVENT_ATTRS, "condition"],
 }  # fmt: skip

@@ -23,7 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from attribution_dagster.connectors.promtext import sample_nodes
-from attribution_dagster.models import ExecutionContext, MetricSample, Observation, short_host
+from attribution_dagster.models import ExecutionContext, MetricSample, Observation
+from attribution_dagster.nodes import NodeIndex
 
 
 class MetricExample(BaseModel):
@@ -57,17 +58,15 @@ class MetricSpec(BaseModel):
 
 def _node(sample: MetricSample, ctx: ExecutionContext | None) -> str:
     """The job node a sample's labels name (the first of Hostname / instance / node ... that
-    is one, exactly or by short name); else the connector's node."""
+    nodes.NodeIndex resolves: any spelling, port, IP or alias); else the connector's node."""
     names = sample_nodes(sample.labels)
     if ctx is None:
         return names[0] if names else sample.node
+    index = NodeIndex.cached(ctx)
     for host in names:
-        if host in ctx.nodes:
-            return host
-        short = short_host(host)
-        for n in ctx.nodes:
-            if short_host(n) == short:
-                return n
+        node = index.resolve(host)
+        if node is not None:
+            return node
     return sample.node or (names[0] if names else "")
 
 

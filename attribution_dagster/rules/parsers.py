@@ -18,8 +18,20 @@ prefix moves every observation of it (not only the NCCL parsers') to that host a
 a file mixing several hosts, a host-less echo of a host-named line (same parser and time, a few
 lines apart) follows it.
 
+Cluster-level lines (record node `nodes.CLUSTER_NODE`: slurmctld.log, Kubernetes events, a
+central syslog) come from no job node. Each observation goes to the job node(s) the parser's
+`node_from` group names (a Slurm hostlist `cn-[0410-0411]` gives one observation per job node
+in it), else the NCCL origin host, else every job node the line names at all
+(`NodeIndex.named_in`); a line naming no job node gives nothing (it is context only).
+attrs.logged_on is then `*cluster*`.
+
 A traceback line such as `torch.OutOfMemoryError: CUDA out of memory` yields both a
 `traceback` (attrs.family cuda_oom) and a `cuda_oom`; rules should treat the pair as one event.
+
+Kubernetes Events (parsers k8s_event_*, one regex for every form an Event is written in:
+`kubectl get events` rows, the row the pod_logs connector renders, `kubectl describe` rows and
+`-o json` items) name their node in `node_host`: the Node object, else the reporting kubelet's
+host, else the pod (a name in ctx.pods resolves to the node it ran on).
 
 Parsers whose regex is anchored at the line start set `strip_prefix` so timestamps, `host
 tag[pid]:`, srun `N:` and torchrun `[rankN]:` prefixes are skipped. Regexes see at most
@@ -47,13 +59,16 @@ Attrs by kind (full list with examples: docs/parsers.md):
   errno. segfault: process, pid, library.
 - host_oom_kill: process, pid, invoker, constraint, task, task_pid, victim. cgroup_oom: events,
   step, pid, process. kernel_panic: what (panic, soft_lockup, hard_lockup, hung_task, mce).
-  node_unreachable: host / failed_host / not_responding.
+  node_unreachable: host / failed_host / not_responding; from an Event what (not_ready,
+  rebooted).
 - lustre_error: rc (= code), target, op, nid, event=connection_lost. nfs_error: server.
   io_error: what (buffer_io, block_io, ext4_error, remount_ro, nvme_reset, eio,
   transport_shutdown, xfs_shutdown), device. disk_full: path.
 - slurm_cancelled: reason (time_limit, preemption, node_failure, requeue, none), what, id, at,
   by. k8s_oom_killed: exit_code, container. k8s_evicted: reason (node_pressure + resource,
   preempted, taint, eviction_api, pod_gc, kubelet, evicted).
+- from a Kubernetes Event, any kind: event_reason, event_type, object, namespace, source,
+  first_seen, last_seen, host (Node object) or pod.
 - any kind: logged_on when node was taken from a host named in the line.
 
 Run `python -m attribution_dagster.rules.parsers --markdown` to print docs/parsers.md.
@@ -82,8 +97,8 @@ from attribution_dagster.models import (
     Observation,
     RawEvidence,
     RawRecord,
-    short_host,
 )
+from attribution_dagster.nodes import CLUSTER_NODE, NodeIndex
 from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
 from attribution_dagster.rules.parse_metrics import (
     MetricExample,
@@ -305,18 +320,16 @@ class _HyperscanDispatch:
             return None
 
 
+def _index(ctx: ExecutionContext) -> NodeIndex:
+    return NodeIndex.cached(ctx)
+
+
 def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
-    """The ctx node a host string names (exact, or same short name), else None."""
+    """The ctx node a host string names (nodes.NodeIndex: exact, FQDN/short, case, port,
+    IPs and aliases from ctx.node_addresses, a job pod's name), else None."""
     if not host or ctx is None:
         return None
-    host = host.strip()
-    if host in ctx.nodes:
-        return host
-    short = short_host(host)
-    for n in ctx.nodes:
-        if short_host(n) == short:
-            return n
-    return None
+    return _index(ctx).resolve(host)
 
 
 _SRUN_LABEL = re.compile(r"^\s{0,6}(\d{1,6}): ")
@@ -539,40 +552,57 @@ class ParserCatalog:
             return []
         out: list[Observation] = []
         origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
+        cluster = rec.node == CLUSTER_NODE
         for p, draft in matches:
             attrs = draft["attrs"]
             node = rec.node
-            host = _resolve_host(draft.get("node_host"), ctx)
-            if host is None and origin is not None and not p.spec.node_from:
+            hosts: list[str] = []
+            if ctx is not None and draft.get("node_host"):
+                index = _index(ctx)
+                # a cluster-level line may name several nodes (`Nodes cn-[0410-0411] ...`)
+                hosts = (
+                    index.resolve_all(draft["node_host"])
+                    if cluster
+                    else [h for h in [index.resolve(draft["node_host"])] if h]
+                )
+            if not hosts and origin is not None and not p.spec.node_from:
                 # a parser without its own host group: the line's NCCL origin names the node
                 host = _resolve_host(origin.group("host"), ctx)
-                if host is not None and draft["fields"].get("gpu") is None:
-                    draft["fields"]["gpu"] = int(origin.group("dev"))
-            if host is not None and host != rec.node:
-                node = host
-                attrs["logged_on"] = rec.node
+                if host is not None:
+                    hosts = [host]
+                    if draft["fields"].get("gpu") is None:
+                        draft["fields"]["gpu"] = int(origin.group("dev"))
+            if not hosts and cluster and ctx is not None:
+                # no host group resolved: the job nodes the line names at all
+                hosts = _index(ctx).named_in(line)
+            if cluster and not hosts:
+                continue  # a cluster-level line about no node of this job: context only
             when, quality = rec.time, rec.time_quality
             if p.spec.time_from and quality != "exact":
                 own = _inline_time(attrs.get(p.spec.time_from), ctx)
                 if own is not None:
                     when, quality = own, "exact"
-            try:
-                out.append(
-                    Observation(
-                        kind=p.spec.kind,
-                        node=node,
-                        time=when,
-                        time_quality=quality,
-                        excerpt=_trim(draft.get("excerpt") or line),
-                        source=rec.source,
-                        locator=rec.locator,
-                        parser=p.spec.id,
-                        attrs=attrs,
-                        **draft["fields"],
+            for host in hosts or [node]:
+                one = attrs
+                if host != rec.node:
+                    one = {**attrs, "logged_on": rec.node}
+                try:
+                    out.append(
+                        Observation(
+                            kind=p.spec.kind,
+                            node=host,
+                            time=when,
+                            time_quality=quality,
+                            excerpt=_trim(draft.get("excerpt") or line),
+                            source=rec.source,
+                            locator=rec.locator,
+                            parser=p.spec.id,
+                            attrs=one,
+                            **draft["fields"],
+                        )
                     )
-                )
-            except Exception:  # a value that does not fit the model: drop this match only
-                continue
+                except Exception:  # a value that does not fit the model: drop this match only
+                    continue
         return out
 
     def normalize_samples(
@@ -736,7 +766,9 @@ def markdown(catalog: ParserCatalog | None = None) -> str:
         "Every observation carries `kind`, `node`, `time`, `time_quality`, `excerpt`, `source`,",
         "`locator`, `parser`, and where the line says so `gpu`, `pci`, `port`, `peer`, `code`.",
         "`attrs.logged_on` is set when the line names another job node than the one whose log",
-        "held it (the observation's `node` is then the named host). Metric observations carry",
+        "held it (the observation's `node` is then the named host); it is `*cluster*` for a line",
+        "of a cluster-level source (slurmctld.log, events), which goes to the job node it names.",
+        "Metric observations carry",
         "`attrs.origin`, `attrs.metric`, `attrs.value` (and `attrs.delta` for counters).",
         "",
         "## Kinds and the parsers that produce them",
