@@ -239,12 +239,6 @@ def _write_config(tmp_path: Path, jobs: Jobs, monkeypatch: pytest.MonkeyPatch) -
     return cfg
 
 
-def _files_source_available() -> bool:
-    from attribution_dagster.connectors import files
-
-    return hasattr(files, "FilesSourceConfig")
-
-
 def test_discover_prints_the_submitted_jobs(
     jobs: Jobs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -310,8 +304,6 @@ def test_analyze_the_failing_job_from_its_own_output(
 ) -> None:
     """`analyze testcluster/<job>`: context from sacct, evidence from the job's --output file
     through a files source (`paths: ["{stdout}"]`, the files back-end's contract)."""
-    if not _files_source_available():
-        pytest.skip("the files log source (kind: files, FilesSourceConfig) is not on this branch")
     from attribution_dagster.cli import main
 
     _write_config(tmp_path, jobs, monkeypatch)
