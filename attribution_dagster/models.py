@@ -133,7 +133,10 @@ def job_partition_key(cluster: str | None, job_id: str) -> str:
 
 TimeQuality = Literal["exact", "inherited", "unknown"]
 """`exact`: the line carried its own timestamp; `inherited`: taken from the nearest earlier
-timed line of the same file; `unknown`: no timed line before it in the file."""
+timed line of the same file; `unknown`: no timed line before it in the file.
+
+An untimed line is an interval: written at or after `time` (the earlier timed line) and at or
+before `time_latest` (the next timed line of the same file; None: the job / file end)."""
 
 
 class Anchor(BaseModel):
@@ -147,6 +150,9 @@ class Anchor(BaseModel):
 
     literal: str = Field(min_length=3)
     context_after: int = Field(default=0, ge=0, le=40)
+    # not a prefilter hit: the scanner keeps only the LAST line of each file holding it
+    # (training progress lines are a large share of a log; the engine needs where they stop)
+    last_only: bool = False
 
 
 class Window(BaseModel):
@@ -193,8 +199,11 @@ class RawRecord(BaseModel):
     locator: str  # "logs/node-b/kern.log:1532", or a LogQL query plus timestamp
     time: datetime | None
     time_quality: TimeQuality = "exact"
+    time_latest: datetime | None = None  # untimed lines: the next timed line's time (upper bound)
     text: str  # the line; continuation lines follow after "\n" when an anchor asked for them
     stream: str = ""  # file name or stream label ("kern.log", "stdout"); hints system vs app output
+    # the last timed line of its file (not a prefilter hit): where the source stops writing
+    last_of_file: bool = False
 
 
 class MetricSample(BaseModel):
@@ -239,6 +248,18 @@ class SourceCoverage(BaseModel):
     retryable: bool = Field(
         default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"
     )
+    file_progress: list[RawRecord] = Field(
+        default_factory=list,
+        exclude=True,
+        description="the last line of each file holding a `last_only` anchor (training "
+        "progress): where the job stopped advancing; not serialized",
+    )
+    file_tails: list[RawRecord] = Field(
+        default_factory=list,
+        exclude=True,
+        description="the last timed line of each file read (last_of_file records): where each "
+        "source stopped writing, for the engine's silence test; not serialized",
+    )
 
     @property
     def problems(self) -> int:
@@ -266,6 +287,7 @@ class Observation(BaseModel):
     node: str
     time: datetime | None
     time_quality: TimeQuality = "exact"
+    time_latest: datetime | None = None  # untimed lines: latest possible time (None: job end)
     gpu: int | None = None  # GPU index where the line says it (cudaDev, label gpu=)
     pci: str | None = None  # PCI bus id, "0000:91:00"
     port: str | None = None  # NIC / IB port: "mlx5_0/1", "enp1s0f0np0", "Link 01"
@@ -300,6 +322,10 @@ OBSERVATION_KINDS: dict[str, str] = {
     "nccl_remote_error": "NCCL `remote process exited or there was a network error`",
     "nccl_abort": "NCCL communicator aborted / NCCL WARN about an abort",
     "nccl_warn": "any other NCCL WARN line",
+    "peer_lost": "a connection to a named peer closed or was reset (NCCL socket, Gloo, c10d "
+    "store); `peer` names it (IP, IP:port or host name)",
+    "node_address": "an address a job node uses, from the job's own logs (NCCL `Bootstrap : "
+    "Using <if>:<ip>`, `NET/IB ... OOB <if>:<ip>`); attrs.address: resolves peers",
     # collective / launcher symptoms
     "collective_timeout": "PyTorch NCCL watchdog caught a collective timeout",
     "watchdog_failure": "PyTorch watchdog tore the process down",
@@ -325,6 +351,11 @@ OBSERVATION_KINDS: dict[str, str] = {
     "k8s_oom_killed": "Kubernetes container terminated OOMKilled",
     "k8s_evicted": "Kubernetes pod evicted / preempted (attrs.reason)",
     "job_state": "the scheduler's final state, from the execution context (attrs.state)",
+    # liveness (issue 9)
+    "log_last_line": "the last timed line of one log file: where that source stopped writing",
+    "node_silent": "a node stopped writing while the others went on (engine, from "
+    "log_last_line); evidence is the last line it wrote",
+    "progress": "a training progress line (step / iteration / loss / throughput; attrs.step)",
 }
 
 
@@ -355,6 +386,7 @@ class Evidence(BaseModel):
     time: datetime | None
     node: str
     excerpt: str
+    time_latest: datetime | None = None  # an untimed line: logged between `time` and this
 
 
 class ChainLink(BaseModel):
@@ -369,6 +401,8 @@ class ChainLink(BaseModel):
     port: str | None = None
     count: int = 1  # identical observations folded into this link
     time_quality: TimeQuality = "exact"  # "inherited": the line had no time; it was logged after
+    # an untimed line is an interval: `time` is its earliest possible time, this the latest
+    time_latest: datetime | None = None
 
 
 class Candidate(BaseModel):

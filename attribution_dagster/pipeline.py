@@ -96,7 +96,9 @@ def collect_evidence(
         )
         case = Path(case)
         if (case / "logs").is_dir() or not log_sources:
-            records, log_cov = files.fetch_logs(case, ctx, anchors, window)
+            # the local scanner also keeps each file's last progress line (last_only anchors)
+            last_only = catalog().anchors(last_only=True)
+            records, log_cov = files.fetch_logs(case, ctx, last_only, window)
             coverage.append(log_cov)
             log_sources = ()
         if (case / "metrics").is_dir() or not metric_sources:

@@ -114,14 +114,21 @@ def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
             mark = "CAUSE  " if link.role == "root_cause" else "symptom"
             count = f" x{link.count}" if link.count > 1 else ""
             when = fmt_time(link.time)
-            when = f">{when}" if link.time_quality == "inherited" else f" {when}"
+            if link.time_latest is not None and link.time is not None:
+                when = f" {when}..{link.time_latest.astimezone(timezone.utc):%H:%M:%S}"
+            elif link.time_quality == "inherited":
+                when = f">{when}"
+            else:
+                when = f" {when}"
             out.append(
                 f"   {when}  {mark}  {_where(link):<24} {link.summary}{count}"
             )
             out.append(f"        at {link.evidence.locator}")
         if len(result.symptom_chain) > max_links:
             out.append(f"    ... {len(result.symptom_chain) - max_links} more (use --json)")
-        if any(link.time_quality == "inherited" for link in result.symptom_chain):
+        if any(link.time_latest is not None for link in result.symptom_chain):
+            out.append("    (T1..T2: the line carries no time; it was logged between T1 and T2)")
+        elif any(link.time_quality == "inherited" for link in result.symptom_chain):
             out.append("    (>T: the line carries no time; it was logged after T)")
     for note in result.notes:
         out.append(f"  note: {note}")
@@ -169,8 +176,11 @@ def chain_markdown(result: AttributionResult, *, max_links: int = 40) -> str:
     lines = ["| time | node | role | kind | summary | evidence |", "|---|---|---|---|---|---|"]
     for link in result.symptom_chain[:max_links]:
         summary = link.summary.replace("|", "\\|")
+        when = fmt_time(link.time)
+        if link.time_latest is not None and link.time is not None:
+            when += f"..{link.time_latest.astimezone(timezone.utc):%H:%M:%S}"
         lines.append(
-            f"| {fmt_time(link.time)} | {_where(link)} | {link.role} | {link.kind} "
+            f"| {when} | {_where(link)} | {link.role} | {link.kind} "
             f"| {summary} | `{link.evidence.locator}` |"
         )
     return "\n".join(lines)

@@ -113,10 +113,18 @@ def test_anchors_are_selective_literals() -> None:
     assert "NCCL WARN" in lits and "NCCL INFO" not in lits
     child = [a for a in anchors if a.literal == "ChildFailedError"]
     assert child and child[0].context_after > 10
-    # used sparingly: torchrun's summary block and a pretty-printed Kubernetes Event item
+    # used sparingly: torchrun's summary block, a pretty-printed Kubernetes Event item and
+    # driver messages split over NVRM lines
     event = [a for a in anchors if a.literal == '"eventTime"']
     assert event and event[0].context_after >= 30
-    assert sum(1 for a in anchors if a.context_after) == 2
+    assert {a.literal for a in anchors if a.context_after} == {
+        "ChildFailedError",
+        '"eventTime"',
+        "NVRM: The NVIDIA GPU",
+    }
+    # progress literals are never prefilter hits (they match most lines of a training log)
+    assert not {"loss=", "loss: ", "it/s]"} & set(lits)
+    assert {"loss=", "it/s]"} <= {a.literal for a in CAT.anchors(last_only=True) if a.last_only}
 
 
 def test_noise_lines_produce_nothing() -> None:
@@ -132,7 +140,8 @@ def test_nccl_info_is_chatter() -> None:
         "node-a:2212:2290 [1] NCCL INFO comm 0x55 rank 1 nranks 16 cudaDev 1 busId 1b000 - Init"
         " COMPLETE",
     ]:
-        assert parse(line) == []
+        # no event; the init line only tells which host runs which rank (engine bookkeeping)
+        assert [o.kind for o in parse(line)] in ([], ["node_address"])
 
 
 # --- XID -------------------------------------------------------------------------------------

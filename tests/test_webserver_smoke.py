@@ -124,7 +124,10 @@ def test_webserver_serves_asset_graph_and_job_partitions(tmp_path):
         assert entry["locationOrLoadError"]["__typename"] == "RepositoryLocation", entry
         [repo] = data["repositoriesOrError"]["nodes"]
         assert {j["name"] for j in repo["jobs"]} >= {"attribute_job"}
-        assert [s["name"] for s in repo["sensors"]] == ["case_directory_sensor"]
+        assert sorted(s["name"] for s in repo["sensors"]) == [
+            "case_directory_sensor",
+            "job_partition_retention_sensor",
+        ]
         nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
         assert set(nodes) == {"execution_context", "raw_evidence", "observations", "attribution"}
         deps = {k: {"/".join(d["path"]) for d in n["dependencyKeys"]} for k, n in nodes.items()}

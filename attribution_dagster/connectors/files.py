@@ -177,9 +177,11 @@ class _Reader:
         self.parallel_min_bytes = parallel_min_bytes
 
     def _spec(self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window) -> ScanSpec:
+        hits = [a for a in anchors if not a.last_only]
         return ScanSpec(
-            literals=tuple(a.literal for a in anchors),
-            context_after=tuple(a.context_after for a in anchors),
+            literals=tuple(a.literal for a in hits),
+            context_after=tuple(a.context_after for a in hits),
+            last_literals=tuple(a.literal for a in anchors if a.last_only),
             window_start=window.start,
             window_end=window.end,
             reference=ctx.start,
@@ -226,8 +228,37 @@ class _Reader:
                         locator=f"{job.display}:{lineno}",
                         time=t,
                         time_quality=quality,  # type: ignore[arg-type]
+                        time_latest=res.latest.get(lineno),
                         text=text,
                         stream=job.path.name,
+                    )
+                )
+            if job.node == CLUSTER_NODE:
+                continue  # where a cluster-level file stops says nothing about a job node
+            if res.progress is not None:  # where training stopped advancing (engine)
+                lineno, t, quality, text = res.progress
+                cov.file_progress.append(
+                    RawRecord(
+                        source=source,
+                        node=job.node,
+                        locator=f"{job.display}:{lineno}",
+                        time=t,
+                        time_quality=quality,  # type: ignore[arg-type]
+                        text=text,
+                        stream=job.path.name,
+                    )
+                )
+            if res.tail is not None:  # where the file stops: silence of a node (engine)
+                lineno, t, text = res.tail
+                cov.file_tails.append(
+                    RawRecord(
+                        source=source,
+                        node=job.node,
+                        locator=f"{job.display}:{lineno}",
+                        time=t,
+                        text=text,
+                        stream=job.path.name,
+                        last_of_file=True,
                     )
                 )
         cov.records = len(records)

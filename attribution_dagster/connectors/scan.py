@@ -9,6 +9,10 @@ importable, else one `re` alternation), and only touches the lines that hold a h
 - an untimed hit line inherits the time of the nearest earlier timed line of the same file,
   found by a backwards regex search over the bytes since the previous hit (each byte is
   searched at most about once); the last timed line of a block is carried into the next;
+- its latest possible time is that of the nearest *later* timed line (`FileScan.latest`, by
+  line number), found by a forward search from the hit that later untimed hits before the
+  same timed line reuse; a hit still open at a block end is closed by the next block's first
+  timed line, and one open at the file end has no upper bound (the job end bounds it);
 - `context_after` lines that run past the end of a block are taken from the next block.
 
 Damaged lines are counted for the whole file with block-level C calls, never a per-line
@@ -50,6 +54,10 @@ HAVE_HYPERSCAN = _hs is not None
 DEFAULT_BLOCK = 4 * 1024 * 1024
 _BACK_WINDOW = 8192  # first backwards step when looking for an earlier timed line
 DAMAGE_CAP = 256  # damaged lines located per kind and block
+PROGRESS_WINDOW = 64 * 1024  # a block's last progress line is looked for this far back
+_PROGRESS_STEPS = (4096, PROGRESS_WINDOW)  # near the end first: dense progress stops early
+# system logs hold no training progress: not searched for it (spec: file name conventions)
+_SYSTEM_LOG = re.compile(r"^(?:kern|syslog|dmesg|messages|journal)", re.IGNORECASE)
 # Bytes that count as control characters when deciding a line is binary garbage.
 _CONTROL = bytes(b for b in range(32) if b not in (9, 27)) + b"\x7f"
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
@@ -68,6 +76,9 @@ class ScanSpec:
     max_line_bytes: int = 65536
     block_size: int = DEFAULT_BLOCK
     use_hyperscan: bool = True
+    # literals of which only each file's last line is kept (training progress): searched
+    # backwards in the last PROGRESS_WINDOW bytes of each block, never as hits
+    last_literals: tuple[str, ...] = ()
 
 
 @dataclass
@@ -75,6 +86,16 @@ class FileScan:
     """Result of scanning one file; records are (line number, time, quality, text)."""
 
     records: list[tuple[int, datetime | None, str, str]] = field(default_factory=list)
+    # line number of an untimed record -> time of the next timed line of the file (its
+    # latest possible time); absent when no timed line follows it
+    latest: dict[int, datetime] = field(default_factory=dict)
+    # the file's last timed line (line number, time, text): where a node that went silent
+    # stopped writing; found by the same backward searches, no extra pass over the bytes
+    tail: tuple[int, datetime, str] | None = None
+    # the file's last line holding a `last_literals` literal (line, time, quality, text); a
+    # progress line followed by more than PROGRESS_WINDOW bytes of other output in its block
+    # is missed (an earlier one, or none, is reported: the engine then demotes less)
+    progress: tuple[int, datetime | None, str, str] | None = None
     lines: int = 0
     bytes: int = 0
     out_of_window: int = 0
@@ -197,13 +218,17 @@ class FileScanner:
         # literals asking for continuation lines, checked per hit line (same on both paths)
         pairs = zip(spec.literals, spec.context_after, strict=True)
         self._ctx = [(lit.encode(), n) for lit, n in pairs if n > 0]
+        self._last_lits = [lit.encode() for lit in spec.last_literals if lit]
+        self._progress_here = bool(self._last_lits)
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
+        self._found_at = -1  # line start of the timed line _last_time found last
 
     # -- public -------------------------------------------------------------------------
     def scan_path(self, path: Path, display: str) -> FileScan:
         """Scan one file; read errors are reported in `error`, records found so far kept."""
         result = FileScan()
+        self._progress_here = bool(self._last_lits) and not _SYSTEM_LOG.match(path.name)
         try:
             if not stat.S_ISREG(path.stat().st_mode):  # FIFO, socket, device: never open
                 result.error = f"{display}: not a regular file, skipped"
@@ -227,6 +252,7 @@ class FileScanner:
         import io
 
         result = FileScan()
+        self._progress_here = bool(self._last_lits)
         self._scan_stream(io.BytesIO(data), result)
         return result
 
@@ -277,8 +303,17 @@ class FileScanner:
         count = buf.count
         if st.pending:
             self._feed_pending(buf, 0, limit, st, res)
+        if st.open:
+            nxt = self._next_time(buf, -1, limit)
+            if nxt[1] is not None:
+                for lineno in st.open:
+                    res.latest[lineno] = nxt[1]
+                st.open = []
         cnt, cnt_pos = 0, 0
+        carry0 = st.carry
         last_t, scan_pos = st.carry, 0
+        nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
+        tail_pos, tail_t = -1, None  # start and time of the block's last timed line seen
         for s, e in self.matcher.hit_lines(buf, view, limit):
             cnt += count(b"\n", cnt_pos, s)
             cnt_pos = s
@@ -291,14 +326,27 @@ class FileScanner:
                 found = self._last_time(buf, scan_pos, s)
                 if found is not None:
                     last_t = found
+                    if self._found_at > tail_pos:
+                        tail_pos, tail_t = self._found_at, found
                 t = last_t
                 quality = "inherited" if t is not None else "unknown"
             if quality == "exact":
                 last_t = t
+                tail_pos, tail_t = s, t
+            else:  # untimed: its upper bound is the next timed line (shared by later hits)
+                if nxt_pos < e:
+                    nxt_pos, nxt_t = self._next_time(buf, e, limit)
+                if nxt_t is not None:
+                    res.latest[lineno] = nxt_t
+                else:
+                    st.open.append(lineno)
             scan_pos = e
             if t is not None and not (spec.window_start <= t <= spec.window_end):
-                res.out_of_window += 1
-                continue
+                # an untimed line is an interval: out only when all of it is outside
+                later = quality != "exact" and t < spec.window_start
+                if not later or (nxt_t is not None and nxt_t < spec.window_start):
+                    res.out_of_window += 1
+                    continue
             text = self._clean(buf[s:e], res)
             if text is None:
                 continue
@@ -309,8 +357,48 @@ class FileScanner:
                 st.pending.append([record, need])
                 self._feed_pending(buf, e + 1, limit, st, res, only_last=True)
         found = self._last_time(buf, scan_pos, limit)
+        if found is not None and self._found_at > tail_pos:
+            tail_pos, tail_t = self._found_at, found
         st.carry = found if found is not None else last_t
         st.lines += cnt + count(b"\n", cnt_pos, limit)
+        if tail_t is not None:  # number it back from the block end (it is near the end)
+            end = buf.find(b"\n", tail_pos, limit)
+            end = limit if end < 0 else end
+            lineno = st.lines - count(b"\n", tail_pos, limit) + 1
+            text = self._clean(buf[tail_pos:end], res)
+            if text is not None:
+                st.tail = (lineno, tail_t, text)
+        if self._progress_here:
+            self._last_progress(buf, limit, st, res, carry0)
+
+    def _last_progress(
+        self, buf: bytearray, limit: int, st: _State, res: FileScan, carry: datetime | None
+    ) -> None:
+        """The block's last line holding a progress literal, looked for only in the block's
+        last PROGRESS_WINDOW bytes (C-level rfind), with its own or inherited time."""
+        at, hi = -1, limit
+        for step in _PROGRESS_STEPS:
+            lo = max(0, limit - step)
+            end = min(limit, hi + 64)  # overlap: a literal across the step boundary
+            at = max(buf.rfind(lit, lo, end) for lit in self._last_lits)
+            if at >= 0 or lo == 0:
+                break
+            hi = lo  # the next, wider step only searches what this one did not
+        if at < 0:
+            return
+        start = buf.rfind(b"\n", 0, at) + 1
+        end = buf.find(b"\n", at, limit)
+        end = limit if end < 0 else end
+        m = LINE_TIME.match(buf, start, end)
+        t = self.parser.from_match(m) if m else None
+        quality = "exact"
+        if t is None:
+            t = self._last_time(buf, 0, start) or carry
+            quality = "inherited" if t is not None else "unknown"
+        text = self._clean(buf[start:end], res)
+        if text is not None:
+            lineno = st.lines - buf.count(b"\n", start, limit) + 1
+            st.progress = (lineno, t, quality, text)
 
     def _feed_pending(
         self,
@@ -340,6 +428,24 @@ class FileScanner:
             item[1] = n - len(take)
         st.pending = [p for p in st.pending if p[1] > 0]
 
+    def _next_time(self, buf: bytearray, pos: int, limit: int) -> tuple[int, datetime | None]:
+        """(start, time) of the first timed line after the newline at `pos` (pos -1: the
+        block's first line counts too); (limit, None) when the block holds none."""
+        if pos < 0:
+            m0 = LINE_TIME.match(buf, 0, limit)
+            t0 = self.parser.from_match(m0) if m0 else None
+            if t0 is not None:
+                return 0, t0
+            pos = 0
+        search = TIMED_LINE_START.search
+        m = search(buf, pos, limit)
+        while m is not None:
+            t = self.parser.from_match(m)
+            if t is not None:
+                return m.start(), t
+            m = search(buf, m.end(), limit)
+        return limit, None
+
     def _last_time(self, buf: bytearray, lo: int, hi: int) -> datetime | None:
         """Time of the last timed line starting after the newline at `lo` and before `hi`
         (or at 0 when lo is 0): a short backwards step first, then the rest of the range."""
@@ -351,6 +457,7 @@ class FileScanner:
             m0 = LINE_TIME.match(buf, 0, hi)
             if m0 is not None:
                 t = self.parser.from_match(m0)
+                self._found_at = 0
         return t
 
     def _last_in(self, buf: bytearray, frm: int, stop: int, before: int) -> datetime | None:
@@ -358,6 +465,7 @@ class FileScanner:
             if m.start() < before:
                 t = self.parser.from_match(m)
                 if t is not None:
+                    self._found_at = m.start() + 1  # the line starts after the newline
                     return t
         return None
 
@@ -422,13 +530,18 @@ class FileScanner:
 class _State:
     """What a file scan carries from one block to the next."""
 
-    __slots__ = ("lines", "carry", "pending")
+    __slots__ = ("lines", "carry", "pending", "open", "tail", "progress")
 
     def __init__(self) -> None:
         self.lines = 0  # newlines before the current block
         self.carry: datetime | None = None  # time of the last timed line so far
         self.pending: list[list] = []  # [record, lines still wanted]
+        self.open: list[int] = []  # untimed hit lines still waiting for a later timed line
+        self.tail: tuple[int, datetime, str] | None = None  # the last timed line so far
+        self.progress: tuple[int, datetime | None, str, str] | None = None  # last progress line
 
     def flush(self, res: FileScan) -> None:
         self.pending = []
+        res.tail = self.tail
+        res.progress = self.progress
         res.records = [tuple(r) for r in res.records]  # type: ignore[misc]

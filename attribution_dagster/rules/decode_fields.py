@@ -680,6 +680,62 @@ def strip_prefix(line: str) -> str:
     return line[m.end() :] if m and m.end() else line
 
 
+# --- training progress ---------------------------------------------------------------------------
+
+_STEP = re.compile(
+    r"iteration\s{0,12}(?P<it>\d{1,12})\s{0,4}/\s{0,12}(?P<tot>\d{1,12})"  # Megatron / NeMo
+    r"|\b(?:global_)?[Ss]teps?\b[\s=:]{1,4}(?P<step>\d{1,12})"  # DeepSpeed, torchtitan, logging
+    r"|\b(?P<tq>\d{1,12})/(?P<tqt>\d{1,12}) \[[\d:]{4,12}<"  # tqdm / Lightning counter
+)
+_LOSS = re.compile(
+    r"(?:lm loss|train_loss|'loss'|\bloss)['\"]?\s{0,2}[=:]\s{0,3}"
+    r"(?P<loss>nan|inf|-?[\d.]+(?:[eE][+-]?\d+)?)",
+    re.IGNORECASE,
+)
+_RATE = re.compile(
+    r"(?P<rate>[\d.]{1,12})\s?(?P<unit>it/s|s/it)|(?:tokens/s|tps|samples/s(?:ec)?|"
+    r"samples_per_second|TFLOPs)[\s=:'\"]{1,4}(?P<tput>[\d.,]{1,16})"
+)
+
+
+@decoder("progress")
+def decode_progress(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """A training progress line: step (iteration / step / tqdm counter), loss, throughput.
+    Needs a step or a loss (a bare rate is not enough to say the job advanced)."""
+    line = text.split("\n", 1)[0][-2000:]  # tqdm lines hold many \r updates: the last counts
+    line = line.rsplit("\r", 1)[-1] if "\r" in line else line
+    attrs = draft["attrs"]
+    found = list(_STEP.finditer(line))
+    m = found[-1] if found else None
+    if m is not None:
+        step = m.group("it") or m.group("step") or m.group("tq")
+        total = m.group("tot") or m.group("tqt")
+        attrs["step"] = int(step) if step else None
+        if total:
+            attrs["total"] = int(total)
+    lm = _LOSS.search(line)
+    if lm:
+        try:
+            attrs["loss"] = float(lm.group("loss"))
+        except ValueError:
+            attrs["loss"] = lm.group("loss")
+    rm = _RATE.search(line)
+    if rm:
+        attrs["throughput"] = (rm.group("rate") or rm.group("tput") or "").replace(",", "")
+    attrs = {k: v for k, v in attrs.items() if v is not None}
+    draft["attrs"] = attrs
+    return "step" in attrs or "loss" in attrs
+
+
+@decoder("peer_ranks")
+def decode_peer_ranks(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """The first rank a message names: the peer the engine resolves to a host."""
+    first = re.match(r"\d+", groups.get("ranks") or "")
+    if first is None:
+        return False
+    draft["attrs"]["peer_rank"] = int(first.group(0))
+    return True
+
 _EVENT_ATTRS = [
     "event_reason", "event_type", "object", "namespace", "source", "first_seen", "last_seen",
     "host", "pod", "logged_on",
@@ -707,6 +763,8 @@ DECODER_ATTRS: dict[str, list[str]] = {
     "k8s_evicted": ["reason", "resource"],
     "io_error": ["what", "device"],
     "torch_ranks": ["global_rank", "rank", "pg"],
+    "progress": ["step", "total", "loss", "throughput"],
+    "peer_ranks": ["peer_rank"],
     "k8s_event_node_down": [*_EVENT_ATTRS, "what"],
     "k8s_event_host_oom": [*_EVENT_ATTRS, "victim", "victim_pid", "process", "pid"],
     "k8s_event_evicted": [*_EVENT_ATTRS, "reason", "resource"],

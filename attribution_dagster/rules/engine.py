@@ -45,6 +45,15 @@ from attribution_dagster.models import (
     SourceCoverage,
     Suspect,
 )
+from attribution_dagster.rules.liveness import (
+    converge,
+    last_seen,
+    latest,
+    learn_addresses,
+    learn_ranks,
+    peer_node,
+    silent,
+)
 from attribution_dagster.rules.rulebook import (
     SYMPTOMS_TOKEN,
     TEMPLATE_FIELD,
@@ -68,6 +77,22 @@ STATES_AS_EVIDENCE = {
     JobState.CANCELLED,
 }
 METRIC_ORIGINS = {"dcgm", "metric", "prometheus"}
+# a node that logged one of these itself saw its workload end: its silence is no vanishing
+ENDING_KINDS = {
+    "traceback",
+    "child_failed",
+    "process_exit",
+    "segfault",
+    "cuda_oom",
+    "cuda_error",
+    "watchdog_failure",
+    "collective_timeout",
+    "nccl_remote_error",
+    "nccl_abort",
+    "slurm_cancelled",
+}
+# a node reporting these complains of a remote failure itself (it is not the one that went away)
+PEER_KINDS = {"nccl_remote_error", "peer_lost", "ib_completion_error"}
 KIND_LABELS = {
     "collective_timeout": "NCCL timeouts",
     "watchdog_failure": "NCCL watchdog teardowns",
@@ -75,6 +100,7 @@ KIND_LABELS = {
     "nccl_system_error": "NCCL system errors",
     "nccl_abort": "NCCL aborts",
     "ib_completion_error": "IB completion errors",
+    "peer_lost": "lost peer connections",
     "child_failed": "torchrun child failures",
     "process_exit": "task exits",
     "traceback": "tracebacks",
@@ -131,14 +157,20 @@ def render(template: str, obs: Observation) -> str:
     return TEMPLATE_FIELD.sub(one, template).strip()
 
 
+_FAR_PAST = datetime.min.replace(tzinfo=timezone.utc)
+_FAR_FUTURE = datetime.max.replace(tzinfo=timezone.utc)
+
+
 @dataclass
 class Item:
-    """One classified observation."""
+    """One classified observation, with the interval its line was written in."""
 
     obs: Observation
     rule: Rule
-    t: datetime | None  # None when the time is unknown
+    t: datetime | None  # None when the time is unknown; else the earliest possible time
     tolerance: float  # extra timing slack (metrics are scraped, not logged)
+    lo: datetime = _FAR_PAST  # earliest possible time (the analysis window start if unknown)
+    hi: datetime = _FAR_FUTURE  # latest possible time (exact: t; untimed: next timed line/end)
 
     @property
     def summary(self) -> str:
@@ -184,6 +216,16 @@ class Cand:
         return max(i.tolerance for i in self.items)
 
     @property
+    def lo(self) -> datetime:
+        """Earliest time the fault can have happened (window start when no line is timed)."""
+        return min(i.lo for i in self.items)
+
+    @property
+    def hi(self) -> datetime:
+        """Latest time by which the fault certainly happened (its first line was written)."""
+        return min(i.hi for i in self.items)
+
+    @property
     def exact(self) -> bool:
         """Is the earliest time an exact one (not a lower bound inherited from another line)?"""
         timed = [i for i in self.items if i.t is not None]
@@ -198,9 +240,17 @@ class Cand:
         lead = self.lead.summary
         if self.scope == "shared":
             n = len(self.affected)
+            where = ""
+            if self.nodes:
+                ports = sorted({i.obs.port for i in self.items if i.obs.port})
+                where = (
+                    f"; only {', '.join(self.nodes)}"
+                    + (f" (port {', '.join(ports)})" if ports else "")
+                    + f": looks like their common {self.label}"
+                )
             return (
                 f"shared {self.label} fault: {self.category} on {n} nodes at once "
-                f"({', '.join(sorted(self.kinds))}; first: {lead})"
+                f"({', '.join(sorted(self.kinds))}; first: {lead}){where}"
             )
         return lead
 
@@ -286,11 +336,13 @@ class RuleEngine:
             t = _utc(obs.time) if obs.time_quality != "unknown" else None
             origin = str(obs.attrs.get("origin") or "").lower()
             tol = self.tuning.metric_tolerance_seconds if origin in METRIC_ORIGINS else 0.0
-            (causes if rule.role == "cause" else symptoms).append(Item(obs, rule, t, tol))
+            lo, hi = self._bounds(obs, t, ctx)
+            (causes if rule.role == "cause" else symptoms).append(Item(obs, rule, t, tol, lo, hi))
         if unclassified:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(unclassified.items()))
             notes.append(f"no rule classified: {kinds}")
         notes.extend(self._repeat_notes(causes + symptoms))
+        pointed = self._peers_and_silence(ctx, observations, causes, symptoms, notes)
 
         base = dict(
             job_id=ctx.job_id,
@@ -312,9 +364,13 @@ class RuleEngine:
             for o in kept
             if o.kind in recovery_kinds and o.time is not None and o.time_quality != "unknown"
         ]
+        progress = self._last_progress(observations, ctx)
+        if progress:
+            notes.append(self._progress_note(progress))
         for c in cands:
             self._score(c, symptoms, settings)
             self._recovered(c, symptoms, recoveries, settings)
+            self._progressed(c, progress)
         self._after_end(cands, settings)
         roots = self._absorb(cands, settings)
         self._earliest_bonus(roots, settings)
@@ -334,7 +390,7 @@ class RuleEngine:
                     f"strongest candidate too weak to attribute ({best.category}, "
                     f"score {best.score:.0f} < {tn.min_score:.0f}): {best.summary}"
                 )
-            return self._unattributed(ctx, roots, symptoms, coverage, notes, base)
+            return self._unattributed(ctx, roots, symptoms, coverage, notes, base, pointed)
 
         top = contenders[0]
         rivals = [
@@ -357,7 +413,149 @@ class RuleEngine:
                 top, rivals = heads[0], heads[1:]
         if rivals:
             return self._ambiguous(ctx, [top, *rivals], roots, symptoms, coverage, notes, base)
+        stall = self._stall_note(top, progress, ctx)
+        if stall:
+            notes.insert(0, stall)
         return self._attributed(ctx, top, roots, symptoms, coverage, notes, base)
+
+    def _stall_note(
+        self, top: Cand, progress: dict[str, Observation], ctx: ExecutionContext
+    ) -> str | None:
+        """Name the stall: where training progress stopped relative to the cause."""
+        if not progress or top.rule.late_ok or top.t is None:
+            return None
+        last = max(progress.values(), key=lambda o: _utc(o.time))  # type: ignore[arg-type,return-value]
+        t_last = _utc(last.time)
+        assert t_last is not None
+        step = last.attrs.get("step")
+        what = f"step {step} " if step is not None else ""
+        gap = _secs(t_last, top.t)
+        if gap > self.tuning.progress_grace_seconds:
+            return None
+        tail = (
+            f"; the job then sat until it ended {ctx.state.value} at {_hms(_utc(ctx.end))}"
+            if ctx.state is JobState.TIMEOUT
+            else ""
+        )
+        when = f"{-gap:.0f} s before" if gap <= 0 else f"{gap:.0f} s after"
+        return (
+            f"training stalled: the last progress line ({what}on {last.node}) was logged at "
+            f"{_hms(t_last)}, {when} the fault{tail}"
+        )
+
+    def _peers_and_silence(
+        self,
+        ctx: ExecutionContext,
+        observations: list[Observation],
+        causes: list[Item],
+        symptoms: list[Item],
+        notes: list[str],
+    ) -> str | None:
+        """Peer blame and silent nodes (issue 9). Errors that name a remote peer are symptoms
+        about it; when most reporters name one node, network errors about that node stop being
+        a fabric cause, and that node's own evidence decides. A node whose logs stop well
+        before the others' becomes a `node_silent` cause when something corroborates it (the
+        peers point at it, the scheduler named or failed it). Returns the node the peers point
+        at (named as where to look even when nothing explains the failure)."""
+        index = learn_addresses(ctx, observations)
+        ranks = learn_ranks(ctx, observations)
+        named: dict[str, set[str]] = defaultdict(set)
+        about: dict[int, str] = {}
+        for it in causes + symptoms:
+            target = peer_node(it.obs, index, ranks)
+            if target is not None and target != it.obs.node and it.obs.node in ctx.nodes:
+                named[target].add(it.obs.node)
+                about[id(it)] = target
+        complaining = {
+            i.obs.node
+            for i in causes + symptoms
+            if i.obs.kind in PEER_KINDS or id(i) in about
+        }
+        conv = converge(dict(named), len(ctx.nodes), complaining)
+        if conv.why:
+            notes.append(conv.why)
+        pointed = conv.suspect
+        if pointed is not None:
+            moved = [i for i in causes if i.rule.about_peer and about.get(id(i)) == pointed]
+            for it in moved:
+                causes.remove(it)
+                symptoms.append(it)
+            if moved:
+                notes.append(
+                    f"{len(moved)} network error(s) toward {pointed} read as symptoms of what "
+                    f"happened to {pointed}, not as a fabric fault"
+                )
+        # silence: corroborated by the peers, by a scheduler line naming the node, or NODE_FAIL
+        seen = last_seen(observations, ctx.nodes)
+        gap = self.tuning.silence_seconds
+        named_down = [  # a scheduler / kernel line that says the node went away
+            self._home(i, ctx)
+            for i in causes
+            if i.rule.category == "node.down" and i.rule.locates and i.rule.weight >= 70
+        ]
+        # a node that wrote its own workload's end (a traceback, torchrun's failure summary, an
+        # exit, a timeout it waited into) was alive when its logs stopped: it did not vanish
+        ended = {
+            i.obs.node
+            for i in causes + symptoms
+            if i.obs.kind in ENDING_KINDS and "logged_on" not in i.obs.attrs
+        }
+        targets = list(dict.fromkeys(([pointed] if pointed else []) + named_down))
+        targets = [n for n in targets if n not in ended]
+        found = [(n, tail) for n in targets if (tail := silent(n, seen, ctx.end, gap))]
+        if not found and ctx.state is JobState.NODE_FAIL:
+            quiet = [
+                (n, tail)
+                for n in ctx.nodes
+                if n not in ended and (tail := silent(n, seen, ctx.end, gap))
+            ]
+            if len(quiet) == 1:
+                found = quiet
+        for node, tail in found:
+            others = sorted(
+                _utc(o.time)  # type: ignore[type-var]
+                for n in seen
+                if n != node and (o := latest(seen, n)) is not None
+            )
+            obs = Observation(
+                kind="node_silent",
+                node=node,
+                time=tail.time,
+                time_quality="exact",
+                excerpt=tail.excerpt,
+                source=tail.source,
+                locator=tail.locator,
+                parser="engine.silence",
+                attrs={
+                    "others_until": _hms(others[len(others) // 2]) if others else None,
+                    "stream": tail.attrs.get("stream"),
+                },
+            )
+            rule = self.classify(obs, ctx.gpu_model, ctx.state)
+            if rule is None or rule.role != "cause":
+                continue
+            t = _utc(tail.time)
+            assert t is not None
+            causes.append(Item(obs, rule, t, 0.0, t, t))
+            notes.append(
+                f"{node} stopped writing at {_hms(t)} while the other nodes went on "
+                f"(median last line {obs.attrs['others_until']})"
+            )
+        return pointed
+
+    @staticmethod
+    def _bounds(
+        obs: Observation, t: datetime | None, ctx: ExecutionContext
+    ) -> tuple[datetime, datetime]:
+        """The interval a line was written in. A timed line: its time. An untimed one: after
+        the previous timed line of its file (`time`, else the job start) and before the next
+        one (`time_latest`, else the job end)."""
+        if t is not None and obs.time_quality == "exact":
+            return t, t
+        lo = t if t is not None else _utc(ctx.start)
+        hi = _utc(obs.time_latest) or _utc(ctx.end)
+        assert lo is not None and hi is not None
+        return lo, max(lo, hi)
 
     @staticmethod
     def _merge(cands: list[Cand]) -> Cand:
@@ -405,8 +603,16 @@ class RuleEngine:
                 continue
             t = _utc(obs.time)
             if t is not None and obs.time_quality != "unknown" and not window.contains(t):
-                off_time += 1
-                continue
+                # an untimed line is an interval: out only when all of it lies outside
+                latest = _utc(obs.time_latest)
+                spans = (
+                    obs.time_quality == "inherited"
+                    and t < window.start
+                    and (latest is None or latest >= window.start)
+                )
+                if not spans:
+                    off_time += 1
+                    continue
             kept.append(obs if node == obs.node else obs.model_copy(update={"node": node}))
         if off_node:
             notes.append(
@@ -489,12 +695,13 @@ class RuleEngine:
             ):
                 members = [i for i in its if i.obs.node in best]
                 rest = [i for i in rest if i not in members]
+                subset = len(best) < len(set(ctx.nodes))
                 cands.append(
                     Cand(
                         category=category,
                         scope="shared",
                         items=members,
-                        nodes=[],
+                        nodes=sorted(best) if spec.name_nodes and subset else [],
                         affected=sorted(best),
                         label=spec.label,
                         notes=[
@@ -549,22 +756,23 @@ class RuleEngine:
             onset = [
                 s
                 for s in symptoms
-                if s.rule.onset and s.t is not None and self._explained_by(rule, s, home)
+                if s.rule.onset
+                and (s.t is not None or s.hi < _FAR_FUTURE)
+                and self._explained_by(rule, s, home)
             ]
-            # Inherited times are lower bounds: a cause provably precedes when its exact time
-            # is no later than the earliest possible symptom time; it is provably late when
-            # even its lower bound is after an exactly timed symptom.
+            # Untimed lines are intervals: a cause provably precedes when its latest possible
+            # time is no later than the earliest possible symptom time; it is provably late
+            # when even its earliest possible time is after a symptom's latest possible time.
             slack = settings.skew_seconds + c.tolerance
-            exact_onset = [s.t for s in onset if s.exact]
-            first_any = min((s.t for s in onset), default=None)  # type: ignore[type-var]
-            first_exact = min(exact_onset, default=None)  # type: ignore[type-var]
-            if first_exact is not None and _secs(t, first_exact) > slack:
+            first_any = min((s.t for s in onset if s.t is not None), default=None)  # type: ignore[type-var]
+            first_done = min((s.hi for s in onset), default=None)  # type: ignore[type-var]
+            if first_done is not None and _secs(t, first_done) > slack:
                 score -= tn.late_penalty
                 c.notes.append(
-                    f"{c.summary} came {_secs(t, first_exact):.0f} s after the first symptom "
-                    f"({_hms(first_exact)}): treated as a consequence, not the cause"
+                    f"{c.summary} came {_secs(t, first_done):.0f} s after the first symptom "
+                    f"({_hms(first_done)}): treated as a consequence, not the cause"
                 )
-            elif first_any is not None and c.exact and _secs(t, first_any) <= slack:
+            elif first_any is not None and _secs(c.hi, first_any) <= slack:
                 score += tn.precede_bonus
         c.score = round(score, 2)
 
@@ -615,6 +823,65 @@ class RuleEngine:
         )
         c.notes.append(f"{c.summary} {c.demoted}")
 
+    @staticmethod
+    def _last_progress(
+        observations: list[Observation], ctx: ExecutionContext
+    ) -> dict[str, Observation]:
+        """Per node, its last training progress line (step / iteration / loss)."""
+        last: dict[str, Observation] = {}
+        nodes = set(ctx.nodes)
+        end = _utc(ctx.end)
+        for o in observations:
+            if o.kind != "progress" or o.time is None or o.node not in nodes:
+                continue
+            if end is not None and _secs(_utc(o.time), end) > 0:  # type: ignore[arg-type]
+                continue  # after the job ended: another run's output in the same file
+            cur = last.get(o.node)
+            if cur is None or _utc(o.time) > _utc(cur.time):  # type: ignore[operator]
+                last[o.node] = o
+        return last
+
+    def _progress_note(self, progress: dict[str, Observation]) -> str:
+        """Last training progress of the job, and the node that stopped first when it stopped
+        clearly earlier than the others (who fell first)."""
+        ordered = sorted(progress.values(), key=lambda o: _utc(o.time))  # type: ignore[arg-type,return-value]
+        last, first = ordered[-1], ordered[0]
+        step = last.attrs.get("step")
+        note = (
+            f"training progress: last logged at {_hms(_utc(last.time))} on {last.node}"
+            + (f" (step {step})" if step is not None else "")
+        )
+        t_first, t_last = _utc(first.time), _utc(last.time)
+        assert t_first is not None and t_last is not None
+        if len(ordered) > 1 and _secs(t_last, t_first) >= self.tuning.silence_seconds:
+            note += f"; {first.node} stopped first, at {_hms(t_first)}"
+        return note
+
+    def _progressed(self, c: Cand, progress: dict[str, Observation]) -> None:
+        """A fault after which training kept advancing for minutes (on the nodes it hit, else
+        anywhere in the job) did not stop the job: demote it, the way a storage blip that
+        cleared is demoted. Its last occurrence counts (a fault that repeats until the end
+        is not excused by progress after its first one)."""
+        if c.rule.late_ok or c.demoted or not progress or c.t is None:
+            return
+        mine = [progress[n] for n in c.affected if n in progress]
+        seen = mine or list(progress.values())
+        last = max(seen, key=lambda o: _utc(o.time))  # type: ignore[arg-type,return-value]
+        t_last = _utc(last.time)
+        fault_last = max(i.hi for i in c.items)  # provably before the progress
+        assert t_last is not None
+        gap = _secs(t_last, fault_last)
+        if gap < self.tuning.progress_grace_seconds:
+            return
+        step = last.attrs.get("step")
+        c.score = round(c.score - self.tuning.late_penalty, 2)
+        c.demoted = (
+            f"training went on for {gap / 60:.0f} min after it (last progress "
+            f"{'step ' + str(step) + ' ' if step is not None else ''}on {last.node} at "
+            f"{_hms(t_last)}): not what stopped the job"
+        )
+        c.notes.append(f"{c.summary} {c.demoted}")
+
     def _after_end(self, cands: list[Cand], settings: AnalysisSettings) -> None:
         """A terminal cause (the job was cancelled) ends the job: a cause logged at or after it
         (within clock skew) is teardown, e.g. a segfault while the ranks are being killed."""
@@ -662,12 +929,13 @@ class RuleEngine:
             for a in sorted(alive, key=lambda c: -c.score):
                 if a is b or b not in alive or a.demoted:
                     continue
-                if not self._relates(a, b) or a.t is None:
+                if not self._relates(a, b):
                     continue
-                # `a` must not be provably later than `b`; an inherited time of `b` is only a
-                # lower bound, so it cannot prove that (a's own time is a lower bound too).
+                # `a` must be able to have happened first: its earliest possible time (the
+                # window start for a line in a file without timed lines) no later than `b`'s
+                # latest possible time.
                 slack = settings.skew_seconds + max(a.tolerance, b.tolerance)
-                if b.t is not None and b.exact and _secs(a.t, b.t) > slack:
+                if _secs(a.lo, b.hi) > slack:
                     continue
                 if self._relates(b, a) and b.score > a.score:
                     continue
@@ -691,22 +959,41 @@ class RuleEngine:
     ) -> tuple[list[ChainLink], list[Evidence]]:
         folded: dict[tuple[Any, ...], tuple[ChainLink, Item]] = {}
         order: list[tuple[Any, ...]] = []
+        # An untimed line is shown as the interval it was written in. A symptom cannot have
+        # happened before the root cause it follows from, so an interval that reaches past the
+        # cause starts at the cause (srun exits in an untimed stretch of slurm-*.out after the
+        # launch line are not twelve minutes before the NVLink fault that caused them).
+        shown: dict[int, tuple[datetime | None, datetime | None]] = {}
+        # an untimed line of the root cause itself (srun's `Node failure on X`) is shown from the
+        # cause's first exactly timed line (the panic) when its interval reaches that far
+        onset = min((i.t for i in roots_items if i.exact and i.t is not None), default=None)
+        for it in roots_items:
+            shown[id(it)] = _shown(it, onset, root=True)
+        root_lo = min((t for i in roots_items if (t := shown[id(i)][0]) is not None), default=None)
+        for it in other_items:
+            shown[id(it)] = _shown(it, root_lo)
+
+        def when(it: Item) -> tuple[datetime, str]:
+            return (shown[id(it)][0] or _FAR, it.obs.node)
+
         for role, its in (("root_cause", roots_items), ("symptom", other_items)):
-            for it in sorted(its, key=_time_key):
+            for it in sorted(its, key=when):
                 o = it.obs
                 key = (role, o.node, o.kind, o.gpu, o.pci, o.code)
                 if key in folded:
                     link, first = folded[key]
                     folded[key] = (link.model_copy(update={"count": link.count + 1}), first)
                     continue
+                t_lo, t_hi = shown[id(it)]
                 folded[key] = (
                     ChainLink(
-                        time=it.t,
+                        time=t_lo,
+                        time_latest=t_hi,
                         node=o.node,
                         kind=o.kind,
                         role=role,  # type: ignore[arg-type]
                         summary=it.summary,
-                        evidence=_evidence(o),
+                        evidence=_evidence(o, it),
                         gpu=o.gpu,
                         pci=o.pci,
                         port=o.port,
@@ -732,7 +1019,7 @@ class RuleEngine:
                 if lk not in keep:
                     keep.append(lk)
             links = keep
-        links.sort(key=lambda lk: (_link_key(lk), lk.role != "root_cause"))
+        links.sort(key=lambda lk: (_utc(lk.time) or _FAR, lk.role != "root_cause", lk.node))
         evidence = [lk.evidence for lk in links if lk.role == "root_cause"]
         evidence += [lk.evidence for lk in links if lk.role != "root_cause"]
         return links, evidence
@@ -779,7 +1066,9 @@ class RuleEngine:
             **base,
         )
 
-    def _unattributed(self, ctx, roots, symptoms, coverage, notes, base) -> AttributionResult:  # type: ignore[no-untyped-def]
+    def _unattributed(  # type: ignore[no-untyped-def]
+        self, ctx, roots, symptoms, coverage, notes, base, pointed=None
+    ) -> AttributionResult:
         weak = [i for c in roots for i in _all_items(c)]
         links, evidence = self._chain([], weak + symptoms)
         kinds = sorted({s.obs.kind for s in symptoms})
@@ -793,10 +1082,15 @@ class RuleEngine:
             summary = "no root cause found: no fault or symptom observed"
         for c in roots:
             notes.extend(c.notes)
+        if pointed:
+            summary += (
+                f"; the other nodes' errors point at {pointed}, which shows no fault in the "
+                "evidence read: look there first"
+            )
         return AttributionResult(
             status="unattributed",
             category=None,
-            suspect_nodes=[],
+            suspect_nodes=[pointed] if pointed else [],
             symptom_chain=links,
             evidence=evidence,
             summary=summary,
@@ -854,7 +1148,7 @@ class RuleEngine:
             confidence *= 0.7
         notes = top.notes + notes
         suspects: list[Suspect] = []
-        if top.scope != "shared":
+        if top.scope != "shared" or top.nodes:
             seen = set()
             for it in sorted(top.items, key=_time_key):
                 if not it.rule.locates or it.obs.node == SCHEDULER_NODE:
@@ -866,6 +1160,9 @@ class RuleEngine:
                 if key not in seen:
                     seen.add(key)
                     suspects.append(s)
+            # a portless line (`Cable unplugged`) adds nothing to the same device with a port
+            ported = {(x.node, x.gpu, x.pci) for x in suspects if x.port}
+            suspects = [x for x in suspects if x.port or (x.node, x.gpu, x.pci) not in ported]
         summary = top.summary
         # the headline names the lead observation, so it shows the lead's own time when that is
         # exact; an untimed line of the same candidate only bounds the time from below
@@ -874,7 +1171,13 @@ class RuleEngine:
         if top.rule.late_ok:
             pass  # a scheduler verdict: its time is the job's end, nothing to add
         elif shown_t is not None and not shown_exact:
-            summary += f", logged after {_hms(shown_t)}"
+            # a real next timed line bounds it; the job end alone adds nothing to "after"
+            hi = _utc(lead.obs.time_latest) if lead.t == shown_t else None
+            summary += (
+                f", logged between {_hms(shown_t)} and {_hms(hi)}"
+                if hi is not None and hi > shown_t
+                else f", logged after {_hms(shown_t)}"
+            )
         elif shown_t is not None:
             summary += f" at {_hms(shown_t)}"
             onset = [s for s in symptoms if s.exact and s.rule.onset]
@@ -892,7 +1195,7 @@ class RuleEngine:
         return AttributionResult(
             status="attributed",
             category=top.category,
-            suspect_nodes=list(top.nodes) if top.scope != "shared" else [],
+            suspect_nodes=list(top.nodes),
             symptom_chain=links,
             evidence=evidence,
             confidence=round(confidence, 2),
@@ -924,8 +1227,32 @@ def _link_key(lk: ChainLink) -> tuple[datetime, str]:
     return (_utc(lk.time) or _FAR, lk.node)
 
 
-def _evidence(o: Observation) -> Evidence:
-    return Evidence(source=o.source, locator=o.locator, time=o.time, node=o.node, excerpt=o.excerpt)
+def _evidence(o: Observation, it: Item | None = None) -> Evidence:
+    latest = it.hi if it is not None and not it.exact and it.hi < _FAR_FUTURE else None
+    return Evidence(
+        source=o.source,
+        locator=o.locator,
+        time=o.time,
+        node=o.node,
+        excerpt=o.excerpt,
+        time_latest=latest,
+    )
+
+
+def _shown(
+    it: Item, root_lo: datetime | None, root: bool = False
+) -> tuple[datetime | None, datetime | None]:
+    """(earliest, latest) time a chain link shows; latest is None for an exact time. A root
+    cause without any timed line before it shows the job window it lies in."""
+    if it.exact:
+        return it.t, None
+    hi = it.hi if it.hi < _FAR_FUTURE else None
+    if root_lo is not None and (hi is None or hi >= root_lo):
+        lo = it.lo if it.lo > _FAR_PAST else None
+        return (max(lo, root_lo) if lo is not None else root_lo), hi
+    if it.t is None and not root:
+        return None, hi  # no timed line before it and no cause to follow: time unknown
+    return (it.t if it.t is not None else it.lo), hi
 
 
 def load_engine(path: Path | None = None) -> RuleEngine:
@@ -948,6 +1275,9 @@ def render_markdown(engine: RuleEngine) -> str:
         "`cause` rules propose a root-cause category, `symptom` rules mark downstream effects,",
         "`noise` rules drop the observation. Weights rank causes (specificity over volume).",
         "",
+        "## How the engine reads a job",
+        "",
+        *_READING,
         "## Scoring",
         "",
     ]
@@ -1013,6 +1343,61 @@ def render_markdown(engine: RuleEngine) -> str:
         lines.append(f"- example: `{ex.get('excerpt') or ex}`")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+_READING = [
+    "**Untimed lines are intervals.** A line without its own timestamp (NCCL and PyTorch "
+    "output, tracebacks, srun messages) was written after the previous timed line of its file "
+    "and before the next one (or the job end); a line in a file with no timed line at all lies "
+    "somewhere in the job window. The scanner keeps both bounds (`time`, `time_latest`). A "
+    "cause precedes a symptom only if it can have happened first (its earliest time is not "
+    "after the symptom's latest), it provably precedes when its latest time is not after the "
+    "symptom's earliest, and it is late only when even its earliest time is after the "
+    "symptom's latest. A decisive line of unknown time (`srun: error: Node failure on X`) still "
+    "counts, bounded by the job window. The chain shows such times as a range "
+    "(`10:12:40..10:22:41`); a symptom's range never starts before the root cause it follows "
+    "from, and the JSON keeps `time` (the earliest bound) plus `time_latest`.",
+    "",
+    "**Peer blame.** Errors that name a remote peer (IB completion status 12 toward an IP, "
+    "`Connection closed by remote peer host<port>`, Gloo `Connection reset by peer [IP]:port`) "
+    "are symptoms about that peer. Peers resolve to job nodes through the context's "
+    "`node_addresses`, host names in the message, and the addresses the job's own NCCL lines "
+    "reveal (`Bootstrap : Using <if>:<ip>`, `NET/IB ... OOB <if>:<ip>`; an address two nodes "
+    "claim is dropped); a peer rank (`Ranks 9 failed to pass monitoredBarrier`) resolves through "
+    "NCCL's world-communicator init lines (`host:pid:tid [d] NCCL INFO comm 0x.. rank 9 nRanks "
+    "16`). When at least two reporting nodes, and most of them, name the same node "
+    "(in a two-node job, one, unless the named node complains of a remote failure itself), the "
+    "errors converge: retry-exceeded errors toward it stop being a fabric cause "
+    "(`about_peer`), and that node's own evidence decides the category (XID, OOM, panic, "
+    "silence -> node.down). When it shows nothing, the result is unattributed with that node "
+    "in `suspect_nodes` as where to look. Errors toward many unrelated peers, or links that "
+    "actually went down, stay `network.fabric`; a SIGKILL with no OOM line, XID or scheduler "
+    "verdict is no cause.",
+    "",
+    "**Silent nodes.** The files scanner reports each file's last timed line (found by the "
+    "backward searches it already makes). A node whose logs stop at least `silence_seconds` "
+    "before the other nodes' logs of the same kind (same file name, digits folded: a node with "
+    "only a quiet kern.log is not silent next to chatty training logs) and before the job end "
+    "has gone silent. Silence is a `node.down` cause (`node_silent`, evidence: the last line "
+    "it wrote) only when something corroborates it: the peers' errors converge on it, a "
+    "scheduler or kernel line names it (`Node failure on X`, `Nodes X not responding`, panic), "
+    "or the job ended NODE_FAIL with exactly one node silent. A node that wrote its own "
+    "workload's end (a traceback, torchrun's failure summary, an exit, a timeout it waited "
+    "into) was alive when its logs stopped and is not silent: an application crash followed "
+    "by the others' ten-minute NCCL timeout stays an application error. Its own stronger "
+    "evidence (XID 79, a panic) outranks the silence.",
+    "",
+    "**Progress.** Training progress lines (Megatron / NeMo iterations, HF Trainer loss dicts, "
+    "Lightning / tqdm counters, DeepSpeed and torchtitan steps, logged `step ... loss`) are "
+    "`progress` observations; the files scanner keeps only each file's last one (searched near "
+    "each block end, never a prefilter hit). A fault after which progress went on for "
+    "`progress_grace_seconds` (on the nodes it hit, else anywhere in the job; counted from the "
+    "fault's latest possible time and last occurrence) did not stop the job: it is demoted like "
+    "a storage blip that cleared. A fault after which progress stopped stays the cause, and the "
+    "result notes the stall. For TIMEOUT, the time limit is the verdict unless a fault stalled "
+    "progress before it.",
+    "",
+]
 
 
 def _fmt(v: Any) -> str:

@@ -148,6 +148,12 @@ class ParserSpec(BaseModel):
     group: str | None = None
     node_from: str | None = None
     strip_prefix: bool = False  # match after timestamp / host / srun / torchrun prefixes
+    # the scanner keeps only the last line per file holding one of its anchors (progress)
+    last_only: bool = False
+    # a message split over lines (NVRM prints some over several `NVRM:` lines): continuation
+    # lines (context_after) whose text after the line prefix starts with this tag are joined,
+    # tag removed, to the first line before the regex runs
+    join: str | None = None
     # an attr holding the event's own ISO time (slurmstepd `CANCELLED AT <time>`): it becomes
     # the observation's exact time when the line itself carried none
     time_from: str | None = None
@@ -198,6 +204,21 @@ def _convert(value: str | None, typ: str) -> Any:
     return v or None
 
 
+_DMESG_STAMP = re.compile(r"^\s{0,4}\[\s{0,12}\d{1,12}\.\d{1,9}\]\s?")
+
+
+def _joined(line: str, text: str, tag: str) -> str:
+    """The first line plus the continuation lines that carry the same message tag."""
+    parts = [line]
+    for cont in text.split("\n")[1:]:
+        body = strip_prefix(cont)
+        body = _DMESG_STAMP.sub("", body, count=1).lstrip()
+        if not body.startswith(tag):
+            break
+        parts.append(body[len(tag) :].strip())
+    return " ".join(parts)
+
+
 def _group(groups: dict[str, str | None], name: str) -> str | None:
     """A named group's value; `a|b` names alternatives (regex branches), the first set wins."""
     if "|" not in name:
@@ -245,6 +266,8 @@ class Parser:
 
     def match(self, line: str, text: str) -> dict[str, Any] | None:
         """A draft (fields, attrs, node_host, excerpt) or None."""
+        if self.spec.join and "\n" in text:
+            line = _joined(line, text, self.spec.join)
         m = self.rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
         if m is None:
             return None
@@ -460,6 +483,21 @@ def _follow_echoes(
     return out
 
 
+def _tail_observation(rec: RawRecord) -> Observation:
+    """The last timed line of a file, as a `log_last_line` observation (engine: silence)."""
+    return Observation(
+        kind="log_last_line",
+        node=rec.node,
+        time=rec.time,
+        time_quality=rec.time_quality,
+        excerpt=_trim(rec.text),
+        source=rec.source,
+        locator=rec.locator,
+        parser="file_tail",
+        attrs={"stream": rec.stream} if rec.stream else {},
+    )
+
+
 def _trim(text: str) -> str:
     text = text.strip()
     return text if len(text) <= EXCERPT_MAX else text[: EXCERPT_MAX - 1] + "…"
@@ -490,19 +528,27 @@ class ParserCatalog:
         self._metrics = MetricNormalizer(metrics)
         by_literal: dict[str, set[int]] = {}
         context: dict[str, int] = {}
+        hit: set[str] = set()  # literals some ordinary (not last_only) parser needs as hits
         for p in self.parsers:
             for a in p.spec.anchors:
                 by_literal.setdefault(a.literal, set()).add(p.index)
                 context[a.literal] = max(context.get(a.literal, 0), a.context_after)
+                if not p.spec.last_only:
+                    hit.add(a.literal)
         self._dispatch = [(lit, tuple(sorted(ix))) for lit, ix in by_literal.items()]
-        self._anchors = [Anchor(literal=lit, context_after=context[lit]) for lit in by_literal]
+        self._anchors = [
+            Anchor(literal=lit, context_after=context[lit], last_only=lit not in hit)
+            for lit in by_literal
+        ]
         self._hs = _HyperscanDispatch.build([lit for lit, _ in self._dispatch])
 
     # --- the interface -------------------------------------------------------------------
 
-    def anchors(self) -> list[Anchor]:
-        """Union of anchor literals (case-sensitive) the scanners prefilter on."""
-        return list(self._anchors)
+    def anchors(self, last_only: bool = False) -> list[Anchor]:
+        """Union of anchor literals (case-sensitive) the scanners prefilter on; with
+        `last_only`, also the literals of which a scanner keeps only each file's last line
+        (progress: the local-files scanner finds it near each block end, no extra pass)."""
+        return [a for a in self._anchors if last_only or not a.last_only]
 
     def parse_line(self, line: str) -> list[tuple[Parser, dict[str, Any]]]:
         """Matches of one line (first line of a record) in catalog order: (parser, draft)."""
@@ -578,10 +624,11 @@ class ParserCatalog:
             if cluster and not hosts:
                 continue  # a cluster-level line about no node of this job: context only
             when, quality = rec.time, rec.time_quality
+            latest = rec.time_latest if quality != "exact" else None
             if p.spec.time_from and quality != "exact":
                 own = _inline_time(attrs.get(p.spec.time_from), ctx)
                 if own is not None:
-                    when, quality = own, "exact"
+                    when, quality, latest = own, "exact", None
             for host in hosts or [node]:
                 one = attrs
                 if host != rec.node:
@@ -593,6 +640,7 @@ class ParserCatalog:
                             node=host,
                             time=when,
                             time_quality=quality,
+                            time_latest=latest,
                             excerpt=_trim(draft.get("excerpt") or line),
                             source=rec.source,
                             locator=rec.locator,
@@ -615,7 +663,15 @@ class ParserCatalog:
         seen: set[tuple[str, str, str]] = set()
         out: list[Observation] = []
         per_record: list[tuple[RawRecord, list[Observation]]] = []
+        # where each file stops (liveness, not a parsed event): the engine's silence test
+        tails = [_tail_observation(r) for c in raw.coverage for r in c.file_tails]
+        for c in raw.coverage:  # each file's last progress line
+            for r in c.file_progress:
+                tails.extend(o for o in self.parse_record(r, ctx) if o.kind == "progress")
         for rec in raw.records:
+            if rec.last_of_file:
+                tails.append(_tail_observation(rec))
+                continue
             key = (rec.source, rec.locator, rec.text)
             if key in seen:
                 continue
@@ -624,6 +680,7 @@ class ParserCatalog:
         for _, obs in _follow_echoes(_relabel_srun_tasks(per_record, ctx), ctx):
             out.extend(obs)
         out.extend(self.normalize_samples(raw.samples, ctx))
+        out.extend(tails)
         out.sort(key=_sort_key)
         return out
 

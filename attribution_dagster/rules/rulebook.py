@@ -197,6 +197,11 @@ class Shared(BaseModel):
         default=3, ge=2, description="this many nodes suffice whatever the share"
     )
     within_seconds: float | None = Field(default=None, ge=0, description="default: skew tolerance")
+    name_nodes: bool = Field(
+        default=False,
+        description="when the event hits only some of the job's nodes, name them as suspects "
+        "(their common switch / rack is where to look); when it hits every node, none",
+    )
 
 
 class Repeat(BaseModel):
@@ -285,6 +290,11 @@ class Rule(BaseModel):
         description="a cause only when nothing else is: dropped whenever another cause fits "
         "(XID 63, a row remap that succeeded, explains a failure only when alone)",
     )
+    about_peer: bool = Field(
+        default=False,
+        description="the observation names a remote peer (NCCL IB retry exceeded toward an IP): "
+        "when the job's peer errors converge on one node, it is a symptom about that node",
+    )
     shared: Shared | None = None
     repeat: Repeat | None = None
     summary: str = Field(min_length=1)
@@ -362,6 +372,18 @@ class EngineTuning(BaseModel):
         default=120, ge=0, description="a fault that cleared this long before the failure onset"
     )
     max_chain_links: int = Field(default=40, ge=5)
+    progress_grace_seconds: float = Field(
+        default=300,
+        ge=0,
+        description="a fault after which training progress went on this long (on the affected "
+        "nodes, else the job) did not stop the job: demoted like a recovered blip",
+    )
+    silence_seconds: float = Field(
+        default=120,
+        ge=0,
+        description="a node whose logs stop this long before most others' (and the job end) is "
+        "silent; with corroboration (peers name it, the scheduler failed it) it is node.down",
+    )
 
 
 class Rulebook(BaseModel):
