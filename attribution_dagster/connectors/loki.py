@@ -418,7 +418,7 @@ class _Fetch:
     streams_nodes: set[str] = field(default_factory=set)
     hits: list[_Hit] = field(default_factory=list)
     shrinks: int = 0
-    ok_queries: int = 0
+    ok_queries: int = 0  # candidate-line and continuation queries answered
     stopped: _Fatal | None = None
     unknown_hosts: set[str] = field(default_factory=set)
     literals: tuple[str, ...] = ()
@@ -603,7 +603,6 @@ class LokiClient:
                 f"series lookup failed ({exc}); nodes without hits count as missing"
             )
             return None
-        st.ok_queries += 1
         found: set[str] = set()
         for labels in data if isinstance(data, list) else []:
             if isinstance(labels, dict):
@@ -731,13 +730,38 @@ class LokiClient:
                 return
             last = max(ts for _, ts, _ in entries)
             if last <= unit.cursor:  # a whole page at one nanosecond: cannot page past it
-                st.cov.errors.append(
-                    f"more than {limit} entries at one nanosecond ({last}); some of them "
-                    "were not read (raise max_entries_per_query)"
-                )
+                self._same_ns(st, query, last, limit)
                 unit.cursor = last + 1
             else:
                 unit.cursor = last
+
+    def _same_ns(self, st: _Fetch, query: str, ts: int, limit: int) -> None:
+        """A full page of entries all at `ts`: ask for that nanosecond alone with twice the
+        limit; if even that is full (or refused), say that some entries there are unread."""
+        try:
+            data = self._call(
+                st,
+                QUERY_RANGE,
+                [
+                    ("query", query),
+                    ("direction", "forward"),
+                    ("start", ts),
+                    ("end", ts + 1),
+                    ("limit", 2 * limit),
+                ],
+            )
+            entries = self._entries(data, st)
+        except _Shrink:
+            entries = None
+        if entries is not None:
+            st.ok_queries += 1
+            for labels, t, line in entries:
+                self._keep(st, labels, t, line)
+        if entries is None or len(entries) >= 2 * limit:
+            st.cov.errors.append(
+                f"more than {limit} entries at one nanosecond ({ts}); some of them were not "
+                "read (raise max_entries_per_query and Loki's max_entries_limit_per_query)"
+            )
 
     def _entries(self, data: Any, st: _Fetch) -> list[tuple[dict[str, str], int, str]]:
         if not isinstance(data, dict) or data.get("resultType") != "streams":
@@ -772,7 +796,7 @@ class LokiClient:
         st.streams_nodes.add(node)
         parts = line.split("\n")
         for i, part in enumerate(parts):
-            if i and not any(lit in part for lit in st.literals):
+            if len(parts) > 1 and not any(lit in part for lit in st.literals):
                 continue  # a multi-line entry: only its lines holding an anchor are records
             want = max((n for lit, n in st.context.items() if lit in part), default=0)
             text = self._clean(part, st)
