@@ -404,6 +404,21 @@ def test_timeout_then_success(fake_http):
     assert len(recs) == 1 and cov.status == "ok"
 
 
+def test_connection_refused_is_transient():
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    sleeps = Sleeps()
+    recs, cov = client(f"http://127.0.0.1:{port}", sleeps, retries=2).fetch_logs(
+        ctx(), ANCHORS, WINDOW
+    )
+    assert recs == [] and cov.status == "failed" and cov.retryable is True
+    assert "is unreachable (ConnectError" in cov.errors[0] and len(sleeps) == 2
+
+
 def test_malformed_json_is_failed_not_retryable(fake_http):
     fake_http.route(
         "GET", "/loki/api/v1/series", lambda r: (200, {"status": "success", "data": []})

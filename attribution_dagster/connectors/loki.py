@@ -541,7 +541,11 @@ class LokiClient:
             except httpx.TimeoutException:
                 problem = f"{where} did not answer within {cfg.timeout_seconds:g}s"
             except httpx.TransportError as exc:
-                problem = f"{where} is unreachable ({type(exc).__name__}: {exc})"
+                detail = " ".join(str(exc).split())[:200]
+                problem = f"{where} is unreachable ({type(exc).__name__}: {detail})"
+            except httpx.HTTPError as exc:  # undecodable body, redirect loop, bad URL
+                detail = " ".join(str(exc).split())[:200]
+                raise _Fatal(f"{where}: {type(exc).__name__}: {detail}") from None
             else:
                 st.cov.bytes += resp.num_bytes_downloaded or len(resp.content)
                 status = resp.status_code
