@@ -657,6 +657,9 @@ def test_end_to_end_xid149_from_loki(fake_http):
     assert all(e.locator.startswith("{") for e in got.evidence)
     main = [q for q in loki.queries if "|~" in q["query"]]
     assert len(main) == 1  # one candidate-line query for the whole job
+    # + one continuation read per node's app.log: each traceback names ChildFailedError
+    # twice (`raise ChildFailedError(` and the exception line); one read serves both
+    assert len(loki.queries) == 1 + 3 and cov.queries == 1 + 1 + 3
     # ChildFailedError blocks came with their continuation lines (second, narrow queries)
     raw = pipeline.collect_evidence(None, c, sources=EvidenceSources(logs=(src,)))
     blocks = [r for r in raw.records if r.text.startswith("torch.distributed.elastic")]

@@ -838,45 +838,29 @@ class LokiClient:
 
     # -- continuation lines ------------------------------------------------------------
     def _fill_context(self, st: _Fetch, window_end: int) -> None:
-        """For hits whose anchor wants following lines: read the stream after the hit."""
+        """For hits whose anchor wants following lines: read the stream after the hit.
+        One read serves every later hit of the same stream it already covers (a traceback
+        naming ChildFailedError twice costs one query)."""
         cfg = self.config
+        queries = 0
         skipped = 0
-        for n, hit in enumerate(st.hits):
-            if n >= cfg.max_context_queries:
-                skipped = len(st.hits) - n
-                break
-            end = min(window_end, hit.ts + int(cfg.context_seconds * _NS))
-            params: list[tuple[str, str | int]] = [
-                ("query", stream_selector(hit.labels)),
-                ("direction", "forward"),
-                ("start", hit.ts),
-                ("end", max(end, hit.ts + 1)),
-                ("limit", min(st.limit, hit.want + 100)),
-            ]
-            try:
-                data = self._call(st, QUERY_RANGE, params)
-                entries = self._entries(data, st)
-            except (_Fatal, _Shrink) as exc:
-                st.cov.errors.append(f"continuation lines of {locator(hit.labels, hit.ts)}: {exc}")
-                if isinstance(exc, _Fatal) and exc.transient:
-                    skipped = len(st.hits) - n - 1
-                    break
-                continue
-            st.ok_queries += 1
-            entries.sort(key=lambda e: e[1])  # one stream: already in order; be sure
-            after: list[str] = []
-            found = False
-            for _, ts, line in entries:
-                if not found:
-                    if ts == hit.ts and line == hit.line:
-                        found = True
-                    elif ts > hit.ts:
-                        found = True  # the hit itself was not returned: start after it
-                        after.extend(line.split("\n"))
+        # per stream: the last read and whether it ended before its limit (then it holds
+        # every line of the stream up to its end, enough for a later hit inside it)
+        reads: dict[tuple[tuple[str, str], ...], tuple[list[tuple[int, str]], bool]] = {}
+        for hit in sorted(st.hits, key=lambda h: h.ts):
+            key = tuple(sorted(hit.labels.items()))
+            entries, complete = reads.get(key, ([], False))
+            after = _lines_after(entries, hit)
+            if after is None or (len(after) < hit.want and not complete):
+                if queries >= cfg.max_context_queries:
+                    skipped += 1
                     continue
-                after.extend(line.split("\n"))
-                if len(after) >= hit.want:
-                    break
+                queries += 1
+                got = self._context_read(st, hit, window_end)
+                if got is None:
+                    continue
+                reads[key] = got
+                after = _lines_after(got[0], hit) or []
             more = [self._clean(p, st) for p in after[: hit.want]]
             if more:
                 rec = st.records[hit.record_index]
@@ -888,6 +872,29 @@ class LokiClient:
                 f"{skipped} hit(s) kept without their continuation lines "
                 f"(max_context_queries={cfg.max_context_queries})"
             )
+
+    def _context_read(
+        self, st: _Fetch, hit: _Hit, window_end: int
+    ) -> tuple[list[tuple[int, str]], bool] | None:
+        """(ts, line) of the hit's stream, unfiltered, from the hit for context_seconds, and
+        whether the read was complete (fewer entries than its limit)."""
+        end = min(window_end, hit.ts + int(self.config.context_seconds * _NS))
+        params: list[tuple[str, str | int]] = [
+            ("query", stream_selector(hit.labels)),
+            ("direction", "forward"),
+            ("start", hit.ts),
+            ("end", max(end, hit.ts + 1)),
+            ("limit", min(st.limit, hit.want + 100)),
+        ]
+        try:
+            entries = self._entries(self._call(st, QUERY_RANGE, params), st)
+        except (_Fatal, _Shrink) as exc:
+            st.cov.errors.append(f"continuation lines of {locator(hit.labels, hit.ts)}: {exc}")
+            return None
+        st.ok_queries += 1
+        limit = int(params[-1][1])
+        ordered = sorted(((ts, line) for _, ts, line in entries), key=lambda e: e[0])
+        return ordered, len(entries) < limit
 
     # -- coverage -------------------------------------------------------------------------
     def _finish(self, st: _Fetch, nodes: tuple[str, ...], series_nodes: set[str] | None) -> None:
@@ -916,6 +923,16 @@ class LokiClient:
             cov.status = "partial"
         else:
             cov.status = "ok"
+
+
+def _lines_after(entries: list[tuple[int, str]], hit: _Hit) -> list[str] | None:
+    """The lines following the hit's entry in a continuation read (None: not covered)."""
+    for k, (ts, line) in enumerate(entries):
+        if ts == hit.ts and line == hit.line:
+            return [p for _, ln in entries[k + 1 :] for p in ln.split("\n")]
+        if ts > hit.ts:  # the hit itself is not in the read
+            return None
+    return None
 
 
 def _error_text(resp: httpx.Response) -> str:
