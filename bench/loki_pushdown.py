@@ -127,7 +127,9 @@ def run(nodes: int, per_node: int, candidates: int, pushdown: bool) -> dict:
             nodes=names,
         )
         window = Window(start=ctx.start, end=ctx.end)
-        cfg = LokiConfig(url=fake.url, pushdown=pushdown, max_context_queries=0)
+        cfg = LokiConfig(
+            url=fake.url, pushdown=pushdown, max_context_queries=0, timeout_seconds=1800
+        )
         t0 = time.perf_counter()
         records, cov = LokiClient(cfg).fetch_logs(ctx, catalog().anchors(), window)
         seconds = time.perf_counter() - t0

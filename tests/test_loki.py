@@ -14,6 +14,7 @@ series (N) reached for a single query").
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import time
 from datetime import datetime, timedelta, timezone
@@ -682,3 +683,63 @@ def test_every_log_only_sample_from_loki_equals_files(fake_http, sample):
         want.suspect_nodes,
     )
     assert got.coverage[0].status in ("ok", "partial")
+
+
+# -- a real Loki, when one is given ----------------------------------------------------------
+LOKI_URL = os.environ.get("ATTRIBUTION_TEST_LOKI_URL")
+
+
+@pytest.mark.loki_live
+def test_real_loki_push_then_fetch():
+    """Against a real Loki (ATTRIBUTION_TEST_LOKI_URL, e.g. http://127.0.0.1:3100): push
+    entries through /loki/api/v1/push, then read them back through the connector. No Loki
+    server package exists on this machine (shared/recipes/real-services.md), so this is
+    skipped here; with ATTRIBUTION_REQUIRE_SERVICES=1 a missing URL fails the test."""
+    if not LOKI_URL:
+        if os.environ.get("ATTRIBUTION_REQUIRE_SERVICES") == "1":
+            pytest.fail("ATTRIBUTION_TEST_LOKI_URL is not set but services are required")
+        pytest.skip("ATTRIBUTION_TEST_LOKI_URL is not set")
+    import httpx
+
+    now = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+    run = f"attr{int(time.time() * 1000)}"
+    base = to_ns(now)
+    streams = [
+        {
+            "stream": {"host": node, "job": run, "filename": "/var/log/kern.log"},
+            "values": [
+                [str(base + k * S), line]
+                for k, line in enumerate(
+                    [
+                        "boring line",
+                        f"NVRM: Xid (PCI:0000:91:00): 79, pid=42 on {node}",
+                        'say "hi" (x) C:\\temp a|b',
+                    ]
+                )
+            ],
+        }
+        for node in ["node-a", "node-b.cluster.local"]
+    ]
+    httpx.post(
+        f"{LOKI_URL}/loki/api/v1/push", json={"streams": streams}, timeout=10
+    ).raise_for_status()
+    c = ExecutionContext(
+        job_id=run,
+        scheduler="static",
+        state="FAILED",
+        start=now - timedelta(minutes=1),
+        end=now + timedelta(minutes=1),
+        nodes=["node-a", "node-b"],
+    )
+    window = Window(start=c.start, end=c.end)
+    anchors = [Anchor(literal="NVRM: Xid"), Anchor(literal='say "hi" (x) C:\\temp a|b')]
+    src = client(LOKI_URL, selectors={"job": run}, max_entries_per_query=2)
+    deadline = time.time() + 30
+    while True:  # ingestion is asynchronous
+        recs, cov = src.fetch_logs(c, anchors, window)
+        if len(recs) >= 4 or time.time() > deadline:
+            break
+        time.sleep(1)
+    assert sorted(r.node for r in recs) == ["node-a", "node-a", "node-b", "node-b"]
+    assert cov.status == "ok" and cov.nodes_read == ["node-a", "node-b"]
+    assert all(r.time_quality == "exact" and " @ns:" in r.locator for r in recs)
