@@ -25,9 +25,10 @@ What is sent (docs/loki.md has the whole story):
   bytes` / `too large to execute on a single querier` / `max number of chunks` halve the
   window. 401/403 and other 4xx fail at once, not retryable.
 - `context_after` anchors (torchrun's ChildFailedError block) cannot be pushed down: for
-  each such hit a second narrow query reads the same stream, unfiltered, from the hit's
-  timestamp for `context_seconds`, and the lines after the hit are appended (at most
-  `max_context_queries` of them; beyond that the record keeps its first line only).
+  such a hit a second narrow query reads the same stream, unfiltered, from the hit's
+  timestamp for `context_seconds`, and the lines after the hit are appended; one read
+  serves the later hits of the stream it covers (at most `max_context_queries` reads;
+  beyond that a record keeps its first line only, and the coverage says so).
 - Every entry becomes a RawRecord with Loki's timestamp (quality `exact`: Loki always has
   one, the ingestion time when the shipper did not parse the line's own), the node
   resolved from the stream's `node_label` by NodeIndex, `stream` from the `filename` /
