@@ -279,6 +279,24 @@ def test_a_full_page_at_one_ns_is_completed_by_a_probe(fake_http):
     assert probe and probe[0]["limit"] == "6"
 
 
+def test_pushdown_off_reads_everything_and_filters_in_the_client(fake_http):
+    loki = FakeLoki()
+    for i in range(40):
+        line = f"NCCL WARN {i}" if i % 10 == 3 else f"noise line {i}"
+        loki.add(kern("node-a" if i % 2 else "node-b"), T0 + (i // 3) * S, line)
+    loki.install(fake_http)
+    on, cov_on = client(fake_http.url, max_entries_per_query=7).fetch_logs(ctx(), ANCHORS, WINDOW)
+    n_on = len(loki.queries)
+    off, cov_off = client(fake_http.url, max_entries_per_query=7, pushdown=False).fetch_logs(
+        ctx(), ANCHORS, WINDOW
+    )
+    assert sorted(r.locator for r in on) == sorted(r.locator for r in off)
+    assert len(on) == 4 and cov_on.lines == 4
+    assert cov_off.lines == 40 and cov_off.records == 4  # every line moved, once
+    assert all("|~" not in q["query"] for q in loki.queries[n_on:])
+    assert cov_off.bytes > cov_on.bytes
+
+
 def test_long_window_is_split_into_contiguous_chunks(fake_http):
     loki = FakeLoki()
     for m in range(0, 30, 3):

@@ -381,6 +381,11 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+_Labels = tuple[tuple[str, str], ...]
+_Key = tuple[_Labels, int, str]  # (stream labels, ns timestamp, line)
+_Entry = tuple[dict[str, str], _Labels, int, str]
+
+
 @dataclass
 class _Unit:
     """One query shape over one time range; `cursor` is where the next page starts."""
@@ -415,7 +420,9 @@ class _Fetch:
     limit: int
     max_window: int
     records: list[RawRecord] = field(default_factory=list)
-    seen: set[tuple[tuple[tuple[str, str], ...], int, str]] = field(default_factory=set)
+    seen: set[_Key] = field(default_factory=set)  # entries kept (records)
+    edge: set[_Key] = field(default_factory=set)  # entries at the last page's last timestamp
+    edge_ts: int = -1
     streams_nodes: set[str] = field(default_factory=set)
     hits: list[_Hit] = field(default_factory=list)
     shrinks: int = 0
@@ -729,11 +736,14 @@ class LokiClient:
             )
             entries = self._entries(data, st)
             st.ok_queries += 1
-            for labels, ts, line in entries:
-                self._keep(st, labels, ts, line)
+            for entry in entries:
+                self._keep(st, entry)
             if len(entries) < limit:
                 return
-            last = max(ts for _, ts, _ in entries)
+            last = max(e[2] for e in entries)
+            edge = {(e[1], e[2], e[3]) for e in entries if e[2] == last}
+            st.edge = st.edge | edge if last == st.edge_ts else edge
+            st.edge_ts = last
             if last <= unit.cursor:  # a whole page at one nanosecond: cannot page past it
                 self._same_ns(st, query, last, limit)
                 unit.cursor = last + 1
@@ -760,24 +770,25 @@ class LokiClient:
             entries = None
         if entries is not None:
             st.ok_queries += 1
-            for labels, t, line in entries:
-                self._keep(st, labels, t, line)
+            for entry in entries:
+                self._keep(st, entry)
         if entries is None or len(entries) >= 2 * limit:
             st.cov.errors.append(
                 f"more than {limit} entries at one nanosecond ({ts}); some of them were not "
                 "read (raise max_entries_per_query and Loki's max_entries_limit_per_query)"
             )
 
-    def _entries(self, data: Any, st: _Fetch) -> list[tuple[dict[str, str], int, str]]:
+    def _entries(self, data: Any, st: _Fetch) -> list[_Entry]:
         if not isinstance(data, dict) or data.get("resultType") != "streams":
             what = data.get("resultType") if isinstance(data, dict) else type(data).__name__
             raise _Fatal(f"loki at {self.config.url} answered a {what!r} result, not streams")
-        out: list[tuple[dict[str, str], int, str]] = []
+        out: list[_Entry] = []
         try:
             for stream in data.get("result") or []:
                 labels = {str(k): str(v) for k, v in (stream.get("stream") or {}).items()}
+                key = tuple(sorted(labels.items()))
                 for value in stream.get("values") or []:
-                    out.append((labels, int(value[0]), str(value[1])))
+                    out.append((labels, key, int(value[0]), str(value[1])))
         except (AttributeError, TypeError, ValueError, IndexError, KeyError):
             raise _Fatal(
                 f"loki at {self.config.url} answered streams in an unknown shape"
@@ -785,14 +796,19 @@ class LokiClient:
         return out
 
     # -- entries -> records -------------------------------------------------------------
-    def _keep(self, st: _Fetch, labels: dict[str, str], ts: int, line: str) -> None:
-        key = (tuple(sorted(labels.items())), ts, line)
-        if key in st.seen:
+    def _keep(self, st: _Fetch, entry: _Entry) -> None:
+        """One entry of a page. Entries at the previous page's last timestamp come again on
+        the next page (it starts there, inclusive): those already seen are dropped, as are
+        entries already kept (a line matching anchors of two split queries). Only kept
+        entries and the page edge are remembered, so memory follows the records."""
+        labels, lkey, ts, line = entry
+        key = (lkey, ts, line)
+        if key in st.seen or (ts == st.edge_ts and key in st.edge):
             return
-        st.seen.add(key)
         st.cov.lines += 1
         if st.matcher is not None and st.matcher.search(line) is None:
             return
+        st.seen.add(key)
         raw_host = labels.get(self.config.node_label)
         node = st.index.resolve(raw_host)
         if node is None:
@@ -894,7 +910,7 @@ class LokiClient:
             return None
         st.ok_queries += 1
         limit = int(params[-1][1])
-        ordered = sorted(((ts, line) for _, ts, line in entries), key=lambda e: e[0])
+        ordered = sorted(((e[2], e[3]) for e in entries), key=lambda e: e[0])
         return ordered, len(entries) < limit
 
     # -- coverage -------------------------------------------------------------------------
