@@ -143,7 +143,6 @@ def run(nodes: int, per_node: int, candidates: int, pushdown: bool) -> dict:
         "bytes_received": cov.bytes,
         "lines_received": cov.lines,
         "records": cov.records,
-        "server_lines_scanned": loki.scanned_lines,
         "status": cov.status,
         "seconds": round(seconds, 1),
         "_records": sorted((r.node, r.locator, r.text) for r in records),

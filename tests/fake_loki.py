@@ -231,7 +231,6 @@ class FakeLoki:
         self.max_series = max_series
         self.queries: list[dict[str, str]] = []  # every query_range request's parameters
         self.bytes_sent = 0
-        self.scanned_lines = 0
 
     def add(self, labels: dict[str, str], ts: int, line: str) -> None:
         key = tuple(sorted(labels.items()))
@@ -298,7 +297,6 @@ class FakeLoki:
         iters = []
         for order, s in enumerate(chosen):
             lo, hi = s.bounds(start, end)
-            self.scanned_lines += hi - lo
             iters.append(_keyed(s, order, _matching(s, lo, hi, test), forward))
         picked = []
         for item in heapq.merge(*iters):
