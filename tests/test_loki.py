@@ -104,6 +104,7 @@ def test_minimal_block_is_complete_and_registered():
         {"url": "http://l", "selectors": {"bad-label": "x"}},
         {"url": "http://l", "client_key": "/k.pem"},
         {"url": "http://l", "password": "secret"},  # secrets only via env var names
+        {"url": "http://reader:secret@loki:3100"},
     ],
 )
 def test_bad_blocks_are_refused(bad):

@@ -243,6 +243,11 @@ class LokiConfig(BackendConfig):
         v = v.strip().rstrip("/")
         if not re.match(r"^https?://[^/\s]+", v):
             raise ValueError(f"url must be http(s)://host[:port][/prefix], got {v!r}")
+        if "@" in v.split("://", 1)[1].split("/", 1)[0]:
+            raise ValueError(
+                "url must not hold credentials: use basic_user + basic_password_env "
+                "or bearer_token_env"
+            )
         return v
 
     @field_validator("node_label")
