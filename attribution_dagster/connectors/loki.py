@@ -3,7 +3,7 @@
 What is sent (docs/loki.md has the whole story):
 
     GET /loki/api/v1/query_range?direction=forward&start=<ns>&end=<ns>&limit=<n>&query=
-        {host=~"(?i)(?:node-a|node-b)(?:\\.[^:]*)?(?::[0-9]+)?", job="syslog"}
+        {host=~"(?i)(?:(?:node-a|node-b)(?:\\\\.[^:]*)?)(?::[0-9]+)?", job="syslog"}
           |~ "NVRM: Xid|NCCL WARN|SXid \\\\(PCI:|..."
 
 - ONE query for all of the job's nodes (the node label matched by a regex of every node's
