@@ -14,6 +14,7 @@ series (N) reached for a single query").
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import time
 from datetime import datetime, timedelta, timezone
@@ -628,6 +629,16 @@ def serve_case(case: Path, loki: FakeLoki) -> ExecutionContext:
             raw = gzip.decompress(raw)
         name = path.relative_to(case / "logs" / node).as_posix().removesuffix(".gz")
         labels = {"host": node, "filename": f"/var/log/{name}", "job": "varlogs"}
+        if name.endswith(".json"):
+            # a `kubectl get events -o json` dump: an event exporter ships one JSON line per
+            # event, stamped with the event's own time
+            for item in json.loads(raw).get("items", []):
+                when = (
+                    item.get("eventTime") or item.get("lastTimestamp") or item.get("firstTimestamp")
+                )
+                stamp = datetime.fromisoformat(when.replace("Z", "+00:00"))
+                loki.add({**labels, "job": "k8s-events"}, to_ns(stamp), json.dumps(item))
+            continue
         lines = [ln for ln in raw.split(b"\n") if ln]
         stamps: list[int | None] = []
         for line in lines:
@@ -701,5 +712,3 @@ def test_every_log_only_sample_from_loki_equals_files(fake_http, sample):
         want.suspect_nodes,
     )
     assert got.coverage[0].status in ("ok", "partial")
-
-
