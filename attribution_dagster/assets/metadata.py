@@ -10,6 +10,7 @@ from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
 from attribution_dagster.models import (
     AttributionResult,
+    ChainLink,
     ExecutionContext,
     Observation,
     RawEvidence,
@@ -136,6 +137,17 @@ def observations_metadata(observations: list[Observation]) -> dict[str, Any]:
     }
 
 
+def link_time(link: ChainLink) -> str:
+    """`2026-11-02 10:12:40`, a range `..10:22:41` for a line written between two timed
+    lines, or `>T` for one logged at T or later."""
+    if link.time is None:
+        return "?"
+    when = link.time.strftime("%Y-%m-%d %H:%M:%S")
+    if link.time_latest is not None and link.time_latest != link.time:
+        return when + link.time_latest.strftime("..%H:%M:%S")
+    return (">" + when) if link.time_quality == "inherited" else when
+
+
 def key_links_table(result: AttributionResult) -> Any:
     """Root causes, then the earliest symptoms (UTC), as a table the UI shows inline: Markdown
     over 1,000 characters hides behind a link, so the full chain is a second entry."""
@@ -146,11 +158,10 @@ def key_links_table(result: AttributionResult) -> Any:
     records = []
     for i in keep:
         link = chain[i]
-        when = link.time.strftime("%Y-%m-%d %H:%M:%S") if link.time is not None else "?"
         records.append(
             TableRecord(
                 {
-                    "time": (">" + when) if link.time_quality == "inherited" else when,
+                    "time": link_time(link),
                     "node": link.node,
                     "role": link.role,
                     "summary": _cell(link.summary, 120),
@@ -165,7 +176,7 @@ def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
     chain = result.symptom_chain
     rows = [
         [
-            _time(link.time),
+            link_time(link),
             link.node,
             link.kind,
             link.role,

@@ -191,6 +191,23 @@ class _Reader:
             use_hyperscan=self.use_hyperscan,
         )
 
+    def _read_all(
+        self,
+        jobs: list[FileJob],
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        cov: SourceCoverage,
+    ) -> tuple[list[RawRecord], SourceCoverage]:
+        """Scan the listed files into records and settle the coverage status."""
+        records, failed = self._read(jobs, ctx, anchors, window, cov, "files")
+        cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
+        read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
+        cov.status = _status(  # type: ignore[assignment]
+            read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
+        )
+        return records, cov
+
     def _read(
         self,
         jobs: list[FileJob],
@@ -344,13 +361,7 @@ class LocalFilesClient(_Reader):
                 FileJob(CLUSTER_NODE, path, display)
                 for path, display in box.walk(logs / name, f"logs/{name}", cov.errors)
             )
-        records, failed = self._read(jobs, ctx, anchors, window, cov, "files")
-        cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
-        read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
-        cov.status = _status(  # type: ignore[assignment]
-            read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
-        )
-        return records, cov
+        return self._read_all(jobs, ctx, anchors, window, cov)
 
     # -- metrics ------------------------------------------------------------------------
     def fetch_metrics(
@@ -589,13 +600,7 @@ class FilesSource(_Reader):
             expected = [batch_host] if paths else []
         cov.nodes_read = [n for n in index.nodes if n in node_files]
         cov.nodes_missing = [n for n in expected if n not in cov.nodes_read]
-        records, failed = self._read(jobs, ctx, anchors, window, cov, "files")
-        cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
-        read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
-        cov.status = _status(  # type: ignore[assignment]
-            read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
-        )
-        return records, cov
+        return self._read_all(jobs, ctx, anchors, window, cov)
 
     # -- templates --------------------------------------------------------------------------
     def _add_output(

@@ -1,0 +1,190 @@
+"""What pushing the anchors down into LogQL saves: queries and bytes for one large job.
+
+A 64-node job (default) whose nodes each logged 200k lines in the job's hour, almost all
+noise, plus a few candidate lines per node. The fake Loki of the tests (tests/fake_loki.py,
+over real local HTTP) evaluates the selector, the `|~` filter, start/end/limit/direction
+itself, so both runs page exactly as against a real Loki with max_entries_limit_per_query
+= 5000:
+
+- pushdown: the connector as configured by default (one `{host=~...} |~ "<anchors>"` query);
+- unfiltered: `pushdown: false`, the same selector without the line filter, every line
+  transferred and filtered in the client.
+
+Both runs must return the same records (checked). Lines are generated on demand, never
+stored, so the job fits in memory.
+
+    python bench/loki_pushdown.py [--nodes 64] [--lines-per-node 200000]
+        [--candidates-per-node 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fake_http import start_fake_http  # noqa: E402
+from fake_loki import FakeLoki  # noqa: E402
+
+from attribution_dagster.connectors.loki import LokiClient, LokiConfig, to_ns  # noqa: E402
+from attribution_dagster.models import ExecutionContext, Window  # noqa: E402
+from attribution_dagster.pipeline import catalog  # noqa: E402
+
+START = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
+HOUR = 3600 * 1_000_000_000
+
+NOISE = [
+    "{sys} {node} systemd[1]: Started Session {n} of user root.",
+    "{sys} {node} kernel: [UFW BLOCK] IN=eth0 OUT= SRC=10.0.{a}.{b} DST=10.0.0.2 LEN=60 "
+    "PROTO=TCP SPT={n} DPT=22",
+    "{node}:{n}:{a} [{b}] NCCL INFO Channel {b:02d}/0 : {b}[{b}] -> {a}[{a}] via P2P/IPC",
+    "2026-11-02 10:{m:02d}:{s:02d},123 INFO train.py: step {n} loss 2.{a}{b} lr 3e-4 "
+    "grad_norm 1.{b} tokens/s 41{a}{b}",
+    "{sys} {node} chronyd[812]: Selected source 10.0.{a}.{b}",
+    "{sys} {node} dcgm-exporter[2211]: collected {a}{b} metrics in {b}ms",
+    "{sys} {node} slurmd[1433]: launch task StepId={n}.0 request from UID:1000",
+    "{node}:{n}:{a} [{b}] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB ; OOB ibp12s0",
+]
+CANDIDATES = [
+    "{sys} {node} kernel: NVRM: Xid (PCI:0000:91:00): 79, pid={n}, name=python, "
+    "GPU has fallen off the bus.",
+    "{node}:{n}:{a} [{b}] NCCL WARN NET/IB : Got completion from peer 10.0.{a}.{b}<{n}> "
+    "with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+    "[rank{b}]:[E1102 10:{m:02d}:{s:02d}.123456 ProcessGroupNCCL.cpp:632] [Rank {b}] "
+    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum={n}, OpType=ALLREDUCE) "
+    "ran for 600000 milliseconds before timing out.",
+    "{sys} {node} kernel: mlx5_core 0000:0c:00.0: Port module event[error]: module 0, "
+    "Cable error, Power budget exceeded",
+    "{sys} {node} kernel: Out of memory: Killed process {n} (python) total-vm:1234kB",
+]
+
+
+class SynthStream:
+    """One node's syslog stream: line i at START + i*step (+ node offset ns), generated on
+    demand; `candidates` evenly spread lines hold an anchor, the rest is noise."""
+
+    def __init__(self, node: str, index: int, lines: int, candidates: int) -> None:
+        self.labels = {"host": node, "filename": "/var/log/syslog", "job": "syslog"}
+        self.node = node
+        self.n = lines
+        self.step = HOUR // lines
+        self.offset = index  # distinct ns per node: a deterministic global order
+        every = max(1, lines // max(1, candidates))
+        self.candidate_at = {every // 2 + k * every: k for k in range(candidates)}
+
+    def ts(self, i: int) -> int:
+        return to_ns(START) + i * self.step + self.offset
+
+    def bounds(self, start: int, end: int) -> tuple[int, int]:
+        def first_at_or_after(t: int) -> int:
+            k = -(-(t - to_ns(START) - self.offset) // self.step)
+            return min(self.n, max(0, k))
+
+        return first_at_or_after(start), first_at_or_after(end)
+
+    def line(self, i: int) -> str:
+        secs = i * self.step // 1_000_000_000
+        m, s = secs // 60 % 60, secs % 60
+        fields = {
+            "sys": f"Nov  2 10:{m:02d}:{s:02d}",
+            "node": self.node,
+            "n": 1000 + i % 9000,
+            "a": i % 7,
+            "b": i % 8,
+            "m": m,
+            "s": s,
+        }
+        k = self.candidate_at.get(i)
+        if k is not None:
+            return CANDIDATES[k % len(CANDIDATES)].format(**fields)
+        return NOISE[i % len(NOISE)].format(**fields)
+
+    def lines(self, lo: int, hi: int) -> list[str]:
+        return [self.line(i) for i in range(lo, hi)]
+
+
+def run(nodes: int, per_node: int, candidates: int, pushdown: bool) -> dict:
+    names = [f"gpu-node-{i:03d}" for i in range(nodes)]
+    loki = FakeLoki(max_entries=5000)
+    loki.streams = [SynthStream(n, i, per_node, candidates) for i, n in enumerate(names)]
+    fake = start_fake_http()
+    try:
+        loki.install(fake)
+        ctx = ExecutionContext(
+            job_id="bench",
+            scheduler="slurm",
+            state="FAILED",
+            start=START,
+            end=START + timedelta(hours=1),
+            nodes=names,
+        )
+        window = Window(start=ctx.start, end=ctx.end)
+        cfg = LokiConfig(
+            url=fake.url, pushdown=pushdown, max_context_queries=0, timeout_seconds=1800
+        )
+        t0 = time.perf_counter()
+        records, cov = LokiClient(cfg).fetch_logs(ctx, catalog().anchors(), window)
+        seconds = time.perf_counter() - t0
+    finally:
+        fake.server.shutdown()
+        fake.server.server_close()
+    return {
+        "mode": "pushdown" if pushdown else "unfiltered",
+        "queries": cov.queries,
+        "query_range_requests": len(loki.queries),
+        "bytes_received": cov.bytes,
+        "lines_received": cov.lines,
+        "records": cov.records,
+        "status": cov.status,
+        "seconds": round(seconds, 1),
+        "_records": sorted((r.node, r.locator, r.text) for r in records),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--lines-per-node", type=int, default=200_000)
+    ap.add_argument("--candidates-per-node", type=int, default=5)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    anchors = [a.literal for a in catalog().anchors()]
+    rx = re.compile("|".join(map(re.escape, anchors)))
+    probe = SynthStream("gpu-node-000", 0, len(NOISE) * 10, 0)
+    bad = [ln for ln in probe.lines(0, len(NOISE) * 10) if rx.search(ln)]
+    assert not bad, f"a noise line holds an anchor: {bad[0]}"
+    rows = []
+    for pushdown in (True, False):
+        row = run(args.nodes, args.lines_per_node, args.candidates_per_node, pushdown)
+        rows.append(row)
+        print(
+            f"{row['mode']:>10}: {row['queries']} requests ({row['query_range_requests']} "
+            f"query_range), {row['bytes_received'] / 1e6:.2f} MB received, "
+            f"{row['lines_received']} lines, {row['records']} records, "
+            f"status {row['status']}, {row['seconds']} s",
+            flush=True,
+        )
+    same = rows[0].pop("_records") == rows[1].pop("_records")
+    expected = args.nodes * args.candidates_per_node
+    print(
+        f"job: {args.nodes} nodes x {args.lines_per_node} lines, {expected} candidate lines; "
+        f"same records both ways: {same}; bytes ratio unfiltered/pushdown: "
+        f"{rows[1]['bytes_received'] / max(1, rows[0]['bytes_received']):.0f}x"
+    )
+    if args.json:
+        args.json.write_text(
+            json.dumps({"args": vars(args) | {"json": None}, "runs": rows}, indent=2)
+        )
+    return 0 if same and rows[0]["records"] == expected else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
