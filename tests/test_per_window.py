@@ -243,6 +243,8 @@ def test_backfill_cli_through_dagster(week, tmp_path, capsys):
     assert rc == 0
     err = capsys.readouterr().err
     assert "2 windows done, 0 failed" in err and "through Dagster" in err
+    # the progress bar (one line per window when stderr is not a terminal), with an ETA
+    assert "] 1/2 windows" in err and "ETA" in err and f"{DAY1} done:" in err
     n = len(jobs_ending_on(week, DAY1)) + len(jobs_ending_on(week, DAY2))
     assert rows(load_config(cfg).resolved_sink_url()) == n
     # the runs are in the persistent instance, for the UI
