@@ -371,7 +371,10 @@ def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
     ax.set_yticks(list(y), keys)
     ax.set_xlabel("failed jobs")
     ax.set_title(f"{rep.scope} {rep.week}: failed jobs by category")
-    ax.legend(loc="lower right", fontsize=8)
+    if keys:
+        ax.legend(loc="lower right", fontsize=8)
+    else:
+        _empty(ax, "no failed jobs this week")
     save(fig, "failed_by_category")
 
     lost = t.gpu_hours_lost
@@ -380,6 +383,8 @@ def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
     ax.barh(keys, [lost[k] for k in keys], color="#8e44ad")
     ax.set_xlabel("GPU-hours lost (nodes x GPUs x duration of failed jobs)")
     ax.set_title(f"{rep.scope} {rep.week}: GPU-hours lost, {t.gpu_hours_lost_total:,.0f} in all")
+    if not keys:
+        _empty(ax, "no GPU-hours lost this week")
     save(fig, "gpu_hours_lost")
 
     days = [(rep.start + timedelta(days=i)).date().isoformat() for i in range(7)]
@@ -394,9 +399,16 @@ def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
             bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylabel("jobs ended")
     ax.set_title(f"{rep.scope} {rep.week}: jobs per day by status")
-    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    if any(bottom):
+        ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    else:
+        _empty(ax, "no jobs ended this week")
     save(fig, "jobs_per_day")
     return charts
+
+
+def _empty(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#777")
 
 
 def data_uri(png: bytes) -> str:

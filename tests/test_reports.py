@@ -198,3 +198,13 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
         requests = schedule.evaluate_tick(ctx).run_requests
     keys = sorted(str(rq.partition_key) for rq in requests)
     assert keys == ["atlas|2026-11-09", "fleet|2026-11-09"]
+
+
+def test_an_empty_week_still_renders(tmp_path, recwarn):
+    """No jobs: zeros, three charts saying so, no warning from the plotting library."""
+    rep = report.build_report(f"sqlite:///{tmp_path}/empty.db", "2026-W46")
+    assert rep.this.jobs == 0 and rep.offenders == []
+    paths = report.write_report(rep, tmp_path / "out")
+    assert paths["html"].read_text().count('src="data:image/png;base64,') == 3
+    assert "None this week." in paths["md"].read_text()
+    assert not [w for w in recwarn if "legend" in str(w.message)]
