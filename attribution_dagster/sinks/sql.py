@@ -86,16 +86,23 @@ Index("ix_attribution_results_category", results_table.c.category, results_table
 # scheduler row: the per-job path) by analysis time.
 Index("ix_attribution_results_analyzed", results_table.c.analyzed_at)
 
+def _row_of_result() -> tuple[Column, Column]:
+    """Key of a child table's row: the result it belongs to (deleted with it) and a position."""
+    return (
+        Column(
+            "result_id",
+            Integer,
+            ForeignKey("attribution_results.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        Column("seq", Integer, primary_key=True),
+    )
+
+
 symptoms_table = Table(
     "attribution_symptoms",
     metadata,
-    Column(
-        "result_id",
-        Integer,
-        ForeignKey("attribution_results.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    Column("seq", Integer, primary_key=True),
+    *_row_of_result(),
     Column("time", DateTime(timezone=True)),
     Column("node", String(255), nullable=False),
     Column("kind", String(64), nullable=False),
@@ -112,13 +119,7 @@ Index("ix_attribution_symptoms_node", symptoms_table.c.node, symptoms_table.c.ki
 evidence_table = Table(
     "attribution_evidence",
     metadata,
-    Column(
-        "result_id",
-        Integer,
-        ForeignKey("attribution_results.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    Column("seq", Integer, primary_key=True),
+    *_row_of_result(),
     Column("source", String(64), nullable=False),
     Column("locator", Text, nullable=False),
     Column("time", DateTime(timezone=True)),
@@ -130,13 +131,7 @@ evidence_table = Table(
 suspects_table = Table(
     "attribution_suspects",
     metadata,
-    Column(
-        "result_id",
-        Integer,
-        ForeignKey("attribution_results.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    Column("seq", Integer, primary_key=True),
+    *_row_of_result(),
     Column("kind", String(16), nullable=False),  # node | gpu | port | switch | storage
     Column("name", String(512), nullable=False),  # node, node/pci, node/port, switch key
     Column("node", String(255), nullable=False),
