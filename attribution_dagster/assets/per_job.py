@@ -60,13 +60,6 @@ ASSET_NAMES = ("execution_context", "raw_evidence", "observations", "attribution
 PER_JOB: dict[str, Any] = {"partitions_def": JOBS_PARTITIONS, "group_name": GROUP}
 
 
-class StoredContext(BaseModel):
-    """What `execution_context` hands on: the context and, for a case, its directory."""
-
-    case_dir: str | None = None
-    context: ExecutionContext
-
-
 class ObservationSet(BaseModel):
     """What `observations` hands to `attribution`: the events plus the sources' coverage."""
 
@@ -89,14 +82,14 @@ def execution_context(
     s = store.get_store()
     registered, case_dirs = _registered(s, list(context.partition_keys), cases, clusters)
 
-    def resolve(key: str, _up: str | None, _last: bool) -> tuple[StoredContext, dict[str, Any]]:
+    def resolve(key: str, _up: str | None, _last: bool) -> tuple[ExecutionContext, dict[str, Any]]:
         if key in registered:
-            stored = registered[key]
+            ctx = registered[key]
         elif key in case_dirs:
-            stored = _from_case(key, case_dirs[key], cases)
+            ctx = _from_case(key, case_dirs[key], cases)
         else:
-            stored = _ask_scheduler(key, clusters, cases)
-        return stored, md.context_metadata(stored.context, stored.case_dir)
+            ctx = _ask_scheduler(key, clusters, cases)
+        return ctx, md.context_metadata(ctx, ctx.case_dir)
 
     return materialize_result(context, for_each_job(context, s, resolve))
 
@@ -119,11 +112,11 @@ def raw_evidence(
     client = files.client()
 
     def fetch(key: str, up: str | None, last_try: bool) -> tuple[RawEvidence, dict[str, Any]]:
-        stored = StoredContext.model_validate_json(up or "")
-        cluster = clusters.get(stored.context.cluster)
+        job = ExecutionContext.model_validate_json(up or "")
+        cluster = clusters.get(job.cluster)
         raw = pipeline.collect_evidence(
-            stored.case_dir,
-            stored.context,
+            None,  # the context's case_dir, when it came from a case
+            job,
             settings,
             files=client,
             sources=cluster.sources if cluster is not None else None,
@@ -136,7 +129,7 @@ def raw_evidence(
                 ),
                 transient=True,
             )
-        return raw, md.evidence_metadata(stored.context, raw)
+        return raw, md.evidence_metadata(job, raw)
 
     batch = for_each_job(
         context,
@@ -256,12 +249,9 @@ def _registered(
     keys: list[str],
     cases: StaticCasesResource,
     clusters: ClustersResource,
-) -> tuple[dict[str, StoredContext], dict[str, str]]:
+) -> tuple[dict[str, ExecutionContext], dict[str, str]]:
     """Jobs registered by a sensor or local_run: a scheduler's context, or a case directory."""
-    found = {
-        k: StoredContext(context=ctx, case_dir=ctx.case_dir)
-        for k, ctx in store.indexed_contexts(keys).items()
-    }
+    found = store.indexed_contexts(keys)
     dirs = store.case_dirs([k for k in keys if k not in found])
     missing = [k for k in keys if k not in found and k not in dirs]
     if missing and not all(clusters.get(_cluster_of(k)) for k in missing):
@@ -280,14 +270,14 @@ def _registered(
     return found, dirs
 
 
-def _from_case(key: str, case_dir: str, cases: StaticCasesResource) -> StoredContext:
+def _from_case(key: str, case_dir: str, cases: StaticCasesResource) -> ExecutionContext:
     ctx = cases.load(case_dir)
     if ctx.partition_key != key:
         raise Failure(
             description=f"{case_dir}/context.json now describes {ctx.partition_key}, not {key}",
             allow_retries=False,
         )
-    return StoredContext(case_dir=case_dir, context=ctx)
+    return ctx.model_copy(update={"case_dir": case_dir})
 
 
 def _cluster_of(key: str) -> str:
@@ -296,7 +286,7 @@ def _cluster_of(key: str) -> str:
 
 def _ask_scheduler(
     key: str, clusters: ClustersResource, cases: StaticCasesResource
-) -> StoredContext:
+) -> ExecutionContext:
     """A job nobody registered: ask the scheduler of the cluster its key names."""
     cluster_name, _, job_id = key.partition(".")
     cluster = clusters.get(cluster_name)
@@ -306,16 +296,13 @@ def _ask_scheduler(
             f"under {cases.root}) and no scheduler configured for cluster {cluster_name!r}",
             allow_retries=False,
         )
-    ctx = cluster.scheduler.get_job(job_id)
-    return StoredContext(context=ctx, case_dir=ctx.case_dir)
+    return cluster.scheduler.get_job(job_id)
 
 
 def _stored_contexts(store: AssetValueStore, keys: Any) -> dict[str, ExecutionContext]:
     values = store.get("execution_context", list(keys))
     return {
-        k: StoredContext.model_validate_json(v.payload or "").context
-        for k, v in values.items()
-        if v.ok
+        k: ExecutionContext.model_validate_json(v.payload or "") for k, v in values.items() if v.ok
     }
 
 
