@@ -48,7 +48,21 @@ INSTANCE_YAML = """\
 # For a production instance see dagster.yaml.example in the repository.
 telemetry:
   enabled: false
+# Stores a batched run's materializations in one transaction (attribution_dagster/instance_storage.py).
+event_log_storage:
+  module: attribution_dagster.instance_storage
+  class: BatchedSqliteEventLogStorage
+  config:
+    base_dir: {event_log_dir}
 """
+
+
+def write_instance_yaml(instance_dir: Path) -> None:
+    """A new local instance's settings: no telemetry, no banner, batched event writes."""
+    settings = instance_dir / "dagster.yaml"
+    if not settings.exists():
+        event_log_dir = instance_dir.resolve() / "history" / "runs"
+        settings.write_text(INSTANCE_YAML.format(event_log_dir=event_log_dir), encoding="utf-8")
 
 
 @dataclass
@@ -86,10 +100,7 @@ def open_instance(instance_dir: Path | None) -> DagsterInstance:
         return DagsterInstance.ephemeral()
     instance_dir = Path(instance_dir).resolve()
     instance_dir.mkdir(parents=True, exist_ok=True)
-    settings = instance_dir / "dagster.yaml"
-    if not settings.exists():
-        # A new local instance: no telemetry, and no welcome banner on the user's stdout.
-        settings.write_text(INSTANCE_YAML, encoding="utf-8")
+    write_instance_yaml(instance_dir)
     return DagsterInstance.from_config(str(instance_dir))
 
 

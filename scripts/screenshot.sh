@@ -39,7 +39,6 @@ trap cleanup EXIT
 export DAGSTER_HOME="$WORK/home" ATTRIBUTION_SINK_URL="sqlite:///$WORK/results.db"
 export ATTRIBUTION_CASE_ROOT="${CASES:-$PWD/samples}" ATTRIBUTION_SENSOR_ENABLED=0
 mkdir -p "$DAGSTER_HOME"
-printf 'telemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
 
 # Attribute the samples into this instance, so partitions show as materialized.
 "$VENV_BIN/python" - <<PY

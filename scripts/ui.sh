@@ -11,10 +11,10 @@ cd "$(dirname "$0")/.."
 VENV_BIN=${VENV_BIN:-.venv/bin}
 export DAGSTER_HOME="$PWD/.dagster"
 mkdir -p "$DAGSTER_HOME"
-if [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
-  printf '# Local instance for `make ui` (SQLite under .dagster/). Production: dagster.yaml.example\ntelemetry:\n  enabled: false\n' \
-    > "$DAGSTER_HOME/dagster.yaml"
-fi
+# A new instance: no telemetry, batched event writes (attribution_dagster/instance_storage.py)
+"$VENV_BIN/python" -c 'import sys, pathlib
+from attribution_dagster.local_run import write_instance_yaml
+write_instance_yaml(pathlib.Path(sys.argv[1]))' "$DAGSTER_HOME"
 # `dagster dev` maps SIGTERM to whatever SIGINT does. A shell starts background jobs
 # (`make ui &`, nohup, CI steps) with SIGINT ignored, and that is inherited: SIGTERM would
 # then be ignored too and `kill` would leave the webserver, daemon and code servers running.

@@ -17,6 +17,8 @@ import pytest
 from dagster import DagsterInstance
 from dagster_cases import write_case
 
+from attribution_dagster.local_run import run_cases_report
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -43,6 +45,22 @@ QUERY = """
 """
 
 
+JOB_PAGE = """
+{
+  assetNodes(assetKeys: [{path: ["attribution"]}]) {
+    assetPartitionStatuses {
+      __typename
+      ... on DefaultPartitionStatuses { materializedPartitions }
+    }
+    assetMaterializations(partitions: ["c1.100"]) {
+      partition
+      metadataEntries { label ... on TextMetadataEntry { text } }
+    }
+  }
+}
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,13 +81,14 @@ def post(url: str, query: str) -> dict:
 @pytest.mark.slow
 def test_webserver_serves_asset_graph_and_job_partitions(tmp_path):
     home = tmp_path / "dagster-home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     cases = tmp_path / "cases"
     write_case(cases, "a", job_id="100")
     write_case(cases, "b", job_id="101", cluster="west")
+    # one batched run into a local instance as `make run` makes it (batched event writes)
+    report = run_cases_report(cases, f"sqlite:///{tmp_path}/results.db", instance_dir=home)
+    assert report.runs == 1 and len(report.results) == 2
     with DagsterInstance.from_config(str(home)) as instance:
-        instance.add_dynamic_partitions("jobs", ["c1.100", "west.101"])
+        assert type(instance.event_log_storage).__name__ == "BatchedSqliteEventLogStorage"
 
     port = free_port()
     env = {
@@ -144,6 +163,15 @@ def test_webserver_serves_asset_graph_and_job_partitions(tmp_path):
             assert node["isPartitioned"]
             [dim] = node["partitionKeysByDimension"]
             assert sorted(dim["partitionKeys"]) == ["c1.100", "west.101"]
+
+        # what a job's page shows: both partitions materialized, the job's own verdict
+        [node] = post(f"{base}/graphql", JOB_PAGE)["data"]["assetNodes"]
+        statuses = node["assetPartitionStatuses"]
+        assert sorted(statuses["materializedPartitions"]) == ["c1.100", "west.101"]
+        [event] = node["assetMaterializations"]
+        assert event["partition"] == "c1.100"
+        meta = {e["label"]: e.get("text") for e in event["metadataEntries"]}
+        assert meta["category"] == "gpu.lost" and meta["status"] == "attributed"
     finally:
         proc.terminate()
         try:
