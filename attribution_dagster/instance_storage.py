@@ -53,7 +53,7 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
             event_ids = [conn.execute(insert, row).inserted_primary_key[0] for row in rows]
             self._store_asset_event_tags(conn, events, event_ids)
             latest = {}
-            for event, event_id in zip(events, event_ids):
+            for event, event_id in zip(events, event_ids, strict=True):
                 latest[event.get_dagster_event().asset_key] = (event, event_id)
             for event, event_id in latest.values():
                 self._store_asset_event(conn, event, event_id)

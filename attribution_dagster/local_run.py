@@ -48,7 +48,7 @@ INSTANCE_YAML = """\
 # For a production instance see dagster.yaml.example in the repository.
 telemetry:
   enabled: false
-# Stores a batched run's materializations in one transaction (attribution_dagster/instance_storage.py).
+# A batched run's materializations in one transaction: attribution_dagster/instance_storage.py
 event_log_storage:
   module: attribution_dagster.instance_storage
   class: BatchedSqliteEventLogStorage
