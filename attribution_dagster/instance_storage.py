@@ -1,4 +1,5 @@
-"""A SQLite event log that stores a batch of materializations in one transaction.
+"""A SQLite event log that stores a batch of materializations in one transaction and keeps
+one SQLAlchemy engine per database file.
 
 A batched run of the per-job assets reports one materialization per job for each asset.
 Dagster hands such a batch to `EventLogStorage.store_event_batch` when
@@ -9,7 +10,14 @@ SQL: about 12 ms per event, 4 events per job. This storage writes the same rows 
 shard, then the cross-run index with the indexed tags and the asset's latest entry, as
 `SqliteEventLogStorage.store_event` does) with one connection per shard per batch.
 
-Any other batch (planned events, failures, a mix of runs) goes through the stock path.
+Planned events and observations are batched the same way; any other batch (failures,
+mixed event types, several runs) goes through the stock path.
+
+The stock storage also builds a new engine for every statement, so SQLAlchemy compiles
+each statement afresh (its compiled cache lives on the engine): about 165 engines per run.
+This one keeps an engine per database file (the most recent `_ENGINES`). Connections are
+still opened and closed per operation (`NullPool`), as before, so SQLite's WAL
+checkpoints and the webserver's watch on the run files see the same writes.
 A local instance selects it in its `dagster.yaml` (`local_run.open_instance` and
 `make ui` write that):
 
@@ -22,18 +30,34 @@ A local instance selects it in its `dagster.yaml` (`local_run.open_instance` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from dagster import DagsterEventType
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
+from dagster._core.storage.sql import create_engine
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
+
+_ENGINES = 32  # engines kept: the index and the latest runs' files
 
 
 class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
-    """`SqliteEventLogStorage` plus a one-transaction `store_event_batch`."""
+    """`SqliteEventLogStorage` plus a one-transaction `store_event_batch` and an engine
+    per database file."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+        self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._engines_lock = threading.Lock()
+        super().__init__(base_dir, inst_data)
 
     @classmethod
     def from_config_value(
@@ -41,10 +65,57 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
     ) -> BatchedSqliteEventLogStorage:
         return cls(inst_data=inst_data, **config_value)
 
+    def _engine(self, shard: str) -> Engine:
+        with self._engines_lock:
+            engine = self._engines.get(shard)
+            if engine is None:
+                engine = create_engine(
+                    self.conn_string_for_shard(shard),
+                    poolclass=NullPool,
+                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+                )
+                self._engines[shard] = engine
+                if len(self._engines) > _ENGINES:
+                    self._engines.popitem(last=False)[1].dispose()
+            self._engines.move_to_end(shard)
+            return engine
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[Connection]:
+        """The stock `_connect` (create the file on first use, one transaction), on the
+        shard's kept engine."""
+        with self._db_lock:
+            engine = self._engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        engine = self._engine(INDEX_SHARD_NAME)
+        with engine.connect() as conn:
+            return bool(engine.dialect.has_table(conn, table_name))
+
+    def wipe(self) -> None:
+        super().wipe()
+        with self._engines_lock:
+            for engine in self._engines.values():
+                engine.dispose()
+            self._engines.clear()
+
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        if not _one_run_of_materializations(events):
-            super().store_event_batch(events)
-            return
+        """Runs of same-kind asset events in one transaction per file; the rest, in order,
+        one by one as the stock storage does."""
+        for group in _runs_of_one_kind(events):
+            if len(group) > 1 and _batchable(group[0]):
+                self._store_asset_events(group)
+            else:
+                super().store_event_batch(group)
+
+    def _store_asset_events(self, events: Sequence[EventLogEntry]) -> None:
+        """`SqliteEventLogStorage.store_event`'s writes for many events of one run and kind:
+        the run's shard, then the index with the indexed tags and each asset's entry."""
         rows = [self._event_to_row(event) for event in events]
         with self.run_connection(events[0].run_id) as conn:
             conn.execute(SqlEventLogStorageTable.insert(), rows)
@@ -52,6 +123,7 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
             insert = SqlEventLogStorageTable.insert()
             event_ids = [conn.execute(insert, row).inserted_primary_key[0] for row in rows]
             self._store_asset_event_tags(conn, events, event_ids)
+            # the asset entry holds the latest event's values: apply only the latest
             latest = {}
             for event, event_id in zip(events, event_ids, strict=True):
                 latest[event.get_dagster_event().asset_key] = (event, event_id)
@@ -59,12 +131,32 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
                 self._store_asset_event(conn, event, event_id)
 
 
-def _one_run_of_materializations(events: Sequence[EventLogEntry]) -> bool:
-    if len(events) < 2 or len({event.run_id for event in events}) != 1:
-        return False
-    return all(
-        event.is_dagster_event
-        and event.get_dagster_event().event_type == DagsterEventType.ASSET_MATERIALIZATION
-        and event.get_dagster_event().asset_key is not None
-        for event in events
+# Asset events stored by the same three writes in `SqliteEventLogStorage.store_event`.
+_BATCHED = {
+    DagsterEventType.ASSET_MATERIALIZATION,
+    DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+    DagsterEventType.ASSET_OBSERVATION,
+}
+
+
+def _kind(event: EventLogEntry) -> tuple[str, Any]:
+    return event.run_id, event.dagster_event.event_type if event.dagster_event else None
+
+
+def _batchable(event: EventLogEntry) -> bool:
+    return bool(
+        event.dagster_event
+        and event.dagster_event.event_type in _BATCHED
+        and event.dagster_event.asset_key
     )
+
+
+def _runs_of_one_kind(events: Sequence[EventLogEntry]) -> list[list[EventLogEntry]]:
+    """Consecutive events of the same run and type, in their order."""
+    groups: list[list[EventLogEntry]] = []
+    for event in events:
+        if groups and _kind(groups[-1][-1]) == _kind(event):
+            groups[-1].append(event)
+        else:
+            groups.append([event])
+    return groups

@@ -1,13 +1,16 @@
-"""Attribute N jobs through Dagster: one run per job versus batched runs.
+"""Attribute N jobs through Dagster: one run per job versus batched runs, against the
+same work without Dagster.
 
     python bench/dagster_batch.py --jobs 1000 [--mode both|single|batch] [--ephemeral]
 
 Replicates the cases under samples/ (or a given --cases dir) under new job ids into a
-temporary directory, then runs `local_run.run_cases_report` with `batch=False` (one
-in-process run per job, the shape of the sensor path) and `batch=True` (up to
-`--per-run` partitions per run). Both use a persistent SQLite Dagster instance in a temp
-dir, as a deployment would, and a fresh SQLite results database. Prints one line per
-mode and a JSON summary.
+temporary directory. First the baseline, in this process: the engine on every case and
+the results written to a SQLite results database in runs of `--per-run`, which is the
+work the assets do minus Dagster. Then `local_run.run_cases_report` with `batch=True`
+(up to `--per-run` partitions per run) and/or `batch=False` (one in-process run per job,
+the shape of the sensor path), each on a new persistent SQLite Dagster instance in a temp
+dir (as `make run` makes it) and a fresh results database. Prints one line per mode with
+Dagster's share per job (mode minus baseline) and a JSON summary.
 """
 
 from __future__ import annotations
@@ -59,6 +62,30 @@ def replicate(cases_root: Path, out: Path, n: int) -> int:
     return len(sources)
 
 
+def measure_direct(cases: Path, work: Path, per_run: int) -> dict:
+    """The assets' work without Dagster: engine per case, results to the sink per run."""
+    from attribution_dagster import pipeline
+    from attribution_dagster.connectors.static import StaticContextClient
+    from attribution_dagster.models import AnalysisSettings
+    from attribution_dagster.sinks.sql import SqlSink
+
+    sink = SqlSink(f"sqlite:///{work}/results-direct.db")
+    pipeline.engine(), pipeline.catalog()  # loaded once per process on either path
+    t0 = time.perf_counter()
+    results, contexts = [], []
+    settings = AnalysisSettings()
+    for case in StaticContextClient().list_cases(cases):
+        ctx = pipeline.load_context(case)
+        contexts.append(ctx)
+        results.append(pipeline.analyze_context(ctx, settings, case=case))
+        if len(results) == per_run:
+            sink.write(results, contexts=contexts)
+            results, contexts = [], []
+    sink.write(results, contexts=contexts)
+    seconds = time.perf_counter() - t0
+    return {"mode": "direct", "jobs": sink.count(), "seconds": round(seconds, 2)}
+
+
 def measure(cases: Path, work: Path, batch: bool, per_run: int, ephemeral: bool) -> dict:
     from attribution_dagster.local_run import run_cases_report
 
@@ -80,7 +107,7 @@ def measure(cases: Path, work: Path, batch: bool, per_run: int, ephemeral: bool)
         "results": len(report.results),
         "failed": len(report.failed),
         "runs": report.runs,
-        "seconds": round(seconds, 1),
+        "seconds": round(seconds, 2),
         "jobs_per_second": round(len(report.results) / seconds, 2) if seconds else None,
         "instance": "ephemeral" if ephemeral else "persistent sqlite",
     }
@@ -101,14 +128,23 @@ def main() -> None:
         cases.mkdir()
         distinct = replicate(args.cases, cases, args.jobs)
         print(f"{args.jobs} jobs from {distinct} distinct cases under {args.cases}", flush=True)
-        out = []
+        base = measure_direct(cases, work, args.per_run)
+        per_job = base["seconds"] / max(base["jobs"], 1) * 1000
+        print(f"direct: {base['jobs']} jobs in {base['seconds']} s ({per_job:.1f} ms/job: "
+              "engine and results database, no Dagster)", flush=True)
+        out = [base]
         modes = ["batch", "single"] if args.mode == "both" else [args.mode]
         for mode in modes:
             row = measure(cases, work, mode == "batch", args.per_run, args.ephemeral)
+            n = max(row["jobs"], 1)
+            row["dagster_ms_per_job"] = round((row["seconds"] - base["seconds"]) / n * 1000, 1)
+            row["ratio_to_direct"] = round(row["seconds"] / base["seconds"], 2)
             out.append(row)
             print(
                 f"{row['mode']:>6}: {row['results']}/{row['jobs']} jobs in {row['seconds']} s "
-                f"({row['runs']} runs, {row['jobs_per_second']} jobs/s, {row['instance']})",
+                f"({row['runs']} runs, {row['jobs_per_second']} jobs/s, {row['instance']}); "
+                f"Dagster's share {row['dagster_ms_per_job']} ms/job against the direct "
+                f"{per_job:.1f}, ratio {row['ratio_to_direct']}",
                 flush=True,
             )
         print(json.dumps(out))

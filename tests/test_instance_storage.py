@@ -41,17 +41,20 @@ def run_into(home: Path, cases: Path, *, stock: bool, monkeypatch) -> dict[str, 
     if stock:
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     opened = {"index": 0, "run": 0}
-    real = SqliteEventLogStorage._connect
 
-    def counting(self, shard):
-        opened["index" if shard == "index" else "run"] += 1
-        return real(self, shard)
+    def counting(real):
+        def connect(self, shard):
+            opened["index" if shard == "index" else "run"] += 1
+            return real(self, shard)
 
-    monkeypatch.setattr(SqliteEventLogStorage, "_connect", counting)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        report = run_cases_report(cases, f"sqlite:///{home}/results.db", instance_dir=home)
-    monkeypatch.setattr(SqliteEventLogStorage, "_connect", real)
+        return connect
+
+    with monkeypatch.context() as patch:
+        for cls in (SqliteEventLogStorage, BatchedSqliteEventLogStorage):
+            patch.setattr(cls, "_connect", counting(cls.__dict__["_connect"]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = run_cases_report(cases, f"sqlite:///{home}/results.db", instance_dir=home)
     assert len(report.results) == JOBS and report.failed == {}
     return opened
 
@@ -107,12 +110,14 @@ def test_batched_storage_leaves_what_the_stock_storage_leaves(cases, tmp_path, m
     assert batched["attribution"]["metadata"]["c1.901"]["category"] == "gpu.lost"
     assert batched == stock
 
-    # The point of it: the stock path opens the run's shard and the index once per
-    # materialization; the batched one once per asset's batch (one batch per asset here).
-    materializations, batches = JOBS * len(ASSETS), len(ASSETS)
+    # The point of it: the stock path opens the run's shard and the index once per asset
+    # event (a materialization per asset per job, a planned event per asset); the batched
+    # one once per batch (one per asset's materializations, one for the planned events).
+    asset_events = JOBS * len(ASSETS) + len(ASSETS)
+    batches = len(ASSETS) + 1
     for shard in ("run", "index"):
         saved = stock_conns[shard] - batched_conns[shard]
-        assert saved == materializations - batches, (shard, stock_conns, batched_conns)
+        assert saved == asset_events - batches, (shard, stock_conns, batched_conns)
 
 
 def test_a_new_local_instance_selects_the_batched_storage(tmp_path):
