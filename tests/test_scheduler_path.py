@@ -261,6 +261,26 @@ def test_sensor_registers_finished_jobs_once_in_bounded_ticks(instance, sensor_e
     assert not fifth.run_requests
 
 
+def test_sensor_asks_per_job_not_for_every_partition(instance, sensor_env, monkeypatch):
+    """Jobs registered before (here: a lost cursor) are not requested again, and the tick
+    never lists every `jobs` partition: their number grows with the retention."""
+    _, _, resources, job = sensor_env
+    sensor = build_finished_jobs_sensor("atlas", job, first_lookback_seconds=10 * 365 * 86400)
+    instance.add_dynamic_partitions("jobs", ["atlas.1000", "atlas.1002", "other.1"])
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the sensor listed every jobs partition")
+
+    monkeypatch.setattr(type(instance), "get_dynamic_partitions", refuse)
+    first = _tick(sensor, instance, resources, None)  # no cursor: everything listed again
+    assert [r.partition_key for r in first.run_requests] == [
+        "atlas.1001",
+        "atlas.1003",
+        "atlas.1004",
+    ]
+    assert SchedulerCursor.parse(first.cursor).watermark == T0 + timedelta(minutes=5)
+
+
 def test_sensor_skips_with_the_error_and_keeps_the_cursor(instance, sensor_env, tmp_path):
     path, _, resources, job = sensor_env
     sensor = build_finished_jobs_sensor("atlas", job, first_lookback_seconds=10 * 365 * 86400)

@@ -138,7 +138,6 @@ def build_case_directory_sensor(
         cursor = Cursor.parse(context.cursor)
         now_ns = time.time_ns()
         settle_ns = int(settle_seconds * 1e9)
-        known = set(context.instance.get_dynamic_partitions(JOBS_PARTITIONS.name))
         new_keys: dict[str, str] = {}
         skipped = 0
         handled = 0
@@ -157,7 +156,7 @@ def build_case_directory_sensor(
                 context.log.warning(f"skipping case {case_dir}: {type(exc).__name__}: {first}")
                 continue
             key = ctx.partition_key
-            if key in known:
+            if context.instance.has_dynamic_partition(JOBS_PARTITIONS.name, key):
                 continue
             if key in new_keys:
                 context.log.warning(

@@ -38,8 +38,9 @@ def build_job_retention_sensor(
             job_partition_key(c or None, j)
             for c, j in sink.get_sink().jobs_analyzed_before(cutoff, limit=max_per_tick)
         }
-        present = set(context.instance.get_dynamic_partitions(JOBS_PARTITIONS.name))
-        doomed = sorted(old & present)
+        doomed = sorted(
+            k for k in old if context.instance.has_dynamic_partition(JOBS_PARTITIONS.name, k)
+        )
         if not doomed:
             return SkipReason(f"no job partition has a result older than {retention_days:g} days")
         store.get_store().forget(doomed)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from dagster import (
+    DagsterInstance,
     DefaultSensorStatus,
     RunRequest,
     SensorDefinition,
@@ -30,6 +31,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from attribution_dagster.assets.per_job import JOBS_PARTITIONS
 from attribution_dagster.config import ConfigError
 from attribution_dagster.connectors.base import JobQuery, SourceError
+from attribution_dagster.models import ExecutionContext
 from attribution_dagster.resources import AssetStoreResource, ClustersResource
 
 CLUSTER_TAG = "attribution/cluster"
@@ -101,15 +103,12 @@ def build_finished_jobs_sensor(
         except (SourceError, ConfigError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             return SkipReason(f"{cluster}: scheduler did not answer, cursor kept: {first}")
-        known = set(context.instance.get_dynamic_partitions(JOBS_PARTITIONS.name))
-        fresh = [
-            c for c in jobs if c.partition_key not in cursor.recent and c.partition_key not in known
-        ]
-        fresh.sort(key=lambda c: (c.end, c.partition_key))
-        taken = fresh[:max_jobs_per_tick]
+        taken, known, more = _unregistered(
+            context.instance, jobs, cursor.recent, max_jobs_per_tick
+        )
         mark = cursor.watermark
         if taken:
-            last = taken[-1].end if len(fresh) > len(taken) else max(c.end for c in jobs)
+            last = taken[-1].end if more else max(c.end for c in jobs)
             mark = max(mark, last) if mark else last
         elif jobs:
             mark = max([mark, *(c.end for c in jobs)] if mark else [c.end for c in jobs])
@@ -131,9 +130,8 @@ def build_finished_jobs_sensor(
             )
         store.get_store().index_jobs(taken)
         keys = [c.partition_key for c in taken]
-        more = len(fresh) - len(taken)
         if more:
-            context.log.info(f"{cluster}: {more} more finished jobs wait for the next tick")
+            context.log.info(f"{cluster}: more finished jobs wait for the next tick")
         return SensorResult(
             run_requests=[
                 RunRequest(partition_key=k, run_key=k, tags={CLUSTER_TAG: cluster}) for k in keys
@@ -143,3 +141,27 @@ def build_finished_jobs_sensor(
         )
 
     return finished_jobs_sensor
+
+
+def _unregistered(
+    instance: DagsterInstance,
+    jobs: list[ExecutionContext],
+    recent: set[str],
+    limit: int,
+) -> tuple[list[ExecutionContext], set[str], bool]:
+    """The first `limit` listed jobs (by end time) that are not `jobs` partitions yet, the
+    ones found registered, and whether more wait. Asks per job rather than listing every
+    partition, whose number grows with the retention."""
+    taken: list[ExecutionContext] = []
+    known: set[str] = set()
+    for c in sorted(jobs, key=lambda c: (c.end, c.partition_key)):
+        key = c.partition_key
+        if key in recent:
+            continue
+        if instance.has_dynamic_partition(JOBS_PARTITIONS.name, key):
+            known.add(key)
+            continue
+        if len(taken) == limit:
+            return taken, known, True
+        taken.append(c)
+    return taken, known, False
