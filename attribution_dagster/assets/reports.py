@@ -101,7 +101,6 @@ def build_report_schedule(
     job = define_asset_job(
         REPORT_JOB,
         selection=report_assets,
-        partitions_def=report_assets[0].partitions_def,
         description="Weekly failure reports (every scope of one week).",
     )
     return build_schedule_from_partitioned_job(
