@@ -18,6 +18,10 @@ each statement afresh (its compiled cache lives on the engine): about 165 engine
 This one keeps an engine per database file (the most recent `_ENGINES`). Connections are
 still opened and closed per operation (`NullPool`), as before, so SQLite's WAL
 checkpoints and the webserver's watch on the run files see the same writes.
+It leans on `SqliteEventLogStorage` internals (`_connect`, `_initdb`, `_event_to_row`,
+`_store_asset_event*`) of the exactly pinned Dagster 1.13.27 (tests/test_scaleout_config.py
+fails on another version): on an upgrade, compare `store_event` and `_connect` again.
+
 A local instance selects it in its `dagster.yaml` (`local_run.open_instance` and
 `make ui` write that):
 
@@ -30,7 +34,9 @@ A local instance selects it in its `dagster.yaml` (`local_run.open_instance` and
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -44,10 +50,13 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_
 from dagster._core.storage.sql import create_engine
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
+from sqlalchemy import exc as db_exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
 _ENGINES = 32  # engines kept: the index and the latest runs' files
+_INDEX_TRIES = 4  # a locked index (another process writing past the busy timeout) heals
+_INDEX_RETRY_SECONDS = 0.5
 
 
 class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
@@ -119,6 +128,19 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         rows = [self._event_to_row(event) for event in events]
         with self.run_connection(events[0].run_id) as conn:
             conn.execute(SqlEventLogStorageTable.insert(), rows)
+        # The run's file is committed. Were the index write to raise now, Dagster would store
+        # the whole batch again, event by event: the run's file would hold every event twice.
+        # The index write is one transaction that rolls back whole, so it is tried again.
+        for attempt in range(_INDEX_TRIES):
+            try:
+                self._index_asset_events(events, rows)
+                return
+            except (db_exc.OperationalError, sqlite3.OperationalError):
+                if attempt == _INDEX_TRIES - 1:
+                    raise
+                time.sleep(_INDEX_RETRY_SECONDS * 2**attempt)
+
+    def _index_asset_events(self, events: Sequence[EventLogEntry], rows: list[dict]) -> None:
         with self.index_transaction() as conn:
             insert = SqlEventLogStorageTable.insert()
             event_ids = [conn.execute(insert, row).inserted_primary_key[0] for row in rows]

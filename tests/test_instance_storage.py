@@ -172,3 +172,34 @@ def test_a_job_failing_inside_a_batch_is_not_shown_as_materialized(tmp_path, mon
             limit=1,
         ).records
         assert rec.asset_materialization.metadata["category"].value == "gpu.lost"
+
+
+def test_a_locked_index_is_retried_without_storing_the_batch_twice(cases, tmp_path, monkeypatch):
+    """The run's file is committed before the index: a failure there must not hand the batch
+    back to Dagster, which would store every event again."""
+    import sqlalchemy.exc
+
+    from attribution_dagster import instance_storage
+
+    real = BatchedSqliteEventLogStorage._index_asset_events
+    failures = {"left": 2}
+
+    def locked_twice(self, events, rows):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("database is locked"))
+        return real(self, events, rows)
+
+    monkeypatch.setattr(instance_storage, "_INDEX_RETRY_SECONDS", 0.0)
+    monkeypatch.setattr(BatchedSqliteEventLogStorage, "_index_asset_events", locked_twice)
+    home = tmp_path / "home"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = run_cases_report(cases, f"sqlite:///{tmp_path}/r.db", instance_dir=home)
+    assert len(report.results) == JOBS and failures["left"] == 0
+    monkeypatch.undo()
+    record = ui_record(home)
+    for name in ASSETS:
+        assert record[name]["events in run shards"] == JOBS, name  # not twice
+        assert len(record[name]["partitions"]) == JOBS
+    assert record["index events"] == JOBS * len(ASSETS)

@@ -70,7 +70,7 @@ def test_registers_new_cases_and_requests_one_run_each(instance, env):
     assert AssetValueStore(url).case_dirs(["c1.100"]) == {"c1.100": str(root / "a")}
 
 
-def test_second_tick_and_restart_register_nothing_twice(instance, env):
+def test_second_tick_and_restart_register_nothing_twice(instance, env, monkeypatch):
     root, _, resources = env
     write_case(root, "a", job_id="100")
     sensor = make_sensor()
@@ -79,10 +79,15 @@ def test_second_tick_and_restart_register_nothing_twice(instance, env):
     again, cursor2 = tick(sensor, instance, resources, cursor)
     assert requested(again) == []
     assert isinstance(again, SkipReason) or not again.run_requests
-    # a restart that lost the cursor re-scans but registers nothing twice
-    lost, _ = tick(sensor, instance, resources, None)
-    assert requested(lost) == []
-    assert instance.get_dynamic_partitions("jobs") == ["c1.100"]
+    # a restart that lost the cursor re-scans but registers nothing twice, asking about
+    # the keys it read rather than listing every partition (they grow with the retention)
+    write_case(root, "b", job_id="101")
+    listing = type(instance).get_dynamic_partitions
+    with monkeypatch.context() as patch:
+        patch.setattr(type(instance), "get_dynamic_partitions", lambda *a, **k: 1 / 0)
+        lost, _ = tick(sensor, instance, resources, None)
+    assert requested(lost) == ["c1.101"]
+    assert sorted(listing(instance, "jobs")) == ["c1.100", "c1.101"]
 
 
 def test_a_new_case_appearing_is_picked_up(instance, env):

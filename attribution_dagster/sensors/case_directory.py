@@ -156,8 +156,6 @@ def build_case_directory_sensor(
                 context.log.warning(f"skipping case {case_dir}: {type(exc).__name__}: {first}")
                 continue
             key = ctx.partition_key
-            if context.instance.has_dynamic_partition(JOBS_PARTITIONS.name, key):
-                continue
             if key in new_keys:
                 context.log.warning(
                     f"skipping case {case_dir}: partition key {key} is already used by "
@@ -165,6 +163,11 @@ def build_case_directory_sensor(
                 )
                 continue
             new_keys[key] = str(case_dir)
+        # ask about these keys only: listing every partition grows with the retention
+        for key in context.instance.get_existing_dynamic_partitions(
+            JOBS_PARTITIONS.name, list(new_keys)
+        ):
+            del new_keys[key]
         if new_keys:
             store.get_store().index_cases(new_keys)
         if not new_keys:

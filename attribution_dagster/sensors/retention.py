@@ -39,7 +39,7 @@ def build_job_retention_sensor(
             for c, j in sink.get_sink().jobs_analyzed_before(cutoff, limit=max_per_tick)
         }
         doomed = sorted(
-            k for k in old if context.instance.has_dynamic_partition(JOBS_PARTITIONS.name, k)
+            context.instance.get_existing_dynamic_partitions(JOBS_PARTITIONS.name, sorted(old))
         )
         if not doomed:
             return SkipReason(f"no job partition has a result older than {retention_days:g} days")

@@ -150,18 +150,14 @@ def _unregistered(
     limit: int,
 ) -> tuple[list[ExecutionContext], set[str], bool]:
     """The first `limit` listed jobs (by end time) that are not `jobs` partitions yet, the
-    ones found registered, and whether more wait. Asks per job rather than listing every
-    partition, whose number grows with the retention."""
-    taken: list[ExecutionContext] = []
-    known: set[str] = set()
-    for c in sorted(jobs, key=lambda c: (c.end, c.partition_key)):
-        key = c.partition_key
-        if key in recent:
-            continue
-        if instance.has_dynamic_partition(JOBS_PARTITIONS.name, key):
-            known.add(key)
-            continue
-        if len(taken) == limit:
-            return taken, known, True
-        taken.append(c)
-    return taken, known, False
+    ones found registered, and whether more wait. Asks Dagster about the listed keys only:
+    listing every partition would grow with the retention."""
+    listed = sorted((c for c in jobs if c.partition_key not in recent),
+                    key=lambda c: (c.end, c.partition_key))
+    known = set(
+        instance.get_existing_dynamic_partitions(
+            JOBS_PARTITIONS.name, [c.partition_key for c in listed]
+        )
+    )
+    fresh = [c for c in listed if c.partition_key not in known]
+    return fresh[:limit], known, len(fresh) > limit
