@@ -49,6 +49,7 @@ from attribution_dagster.rules.liveness import (
     converge,
     last_seen,
     latest,
+    latest_time,
     learn_addresses,
     learn_ranks,
     peer_node,
@@ -517,11 +518,13 @@ class RuleEngine:
                 for n in seen
                 if n != node and (o := latest(seen, n)) is not None
             )
+            interval = tail.time_quality != "exact" and tail.time_latest is not None
             obs = Observation(
                 kind="node_silent",
                 node=node,
                 time=tail.time,
-                time_quality="exact",
+                time_quality=tail.time_quality if interval else "exact",
+                time_latest=tail.time_latest if interval else None,
                 excerpt=tail.excerpt,
                 source=tail.source,
                 locator=tail.locator,
@@ -534,11 +537,12 @@ class RuleEngine:
             rule = self.classify(obs, ctx.gpu_model, ctx.state)
             if rule is None or rule.role != "cause":
                 continue
-            t = _utc(tail.time)
+            t, t_hi = _utc(tail.time), latest_time(tail)
             assert t is not None
-            causes.append(Item(obs, rule, t, 0.0, t, t))
+            causes.append(Item(obs, rule, t, 0.0, t, t_hi))
+            when = _hms(t) if t_hi == t else f"{_hms(t)}..{_hms(t_hi)}"
             notes.append(
-                f"{node} stopped writing at {_hms(t)} while the other nodes went on "
+                f"{node} stopped writing at {when} while the other nodes went on "
                 f"(median last line {obs.attrs['others_until']})"
             )
         return pointed
