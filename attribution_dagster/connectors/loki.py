@@ -29,6 +29,14 @@ What is sent (docs/loki.md has the whole story):
   timestamp for `context_seconds`, and the lines after the hit are appended; one read
   serves the later hits of the stream it covers (at most `max_context_queries` reads;
   beyond that a record keeps its first line only, and the coverage says so).
+- Where each node's logs and its training progress stop (the engine's silence and progress
+  tests; the files connector learns both by reading whole files): two `count_over_time`
+  metric queries over the window, bucketed by `step` (window / 250, at least 15 s),
+  `sum by (<node label>, <stream labels>)` over every line and `sum by (<node label>)` over
+  the progress anchors' lines; then per bucket holding nodes' last progress lines, one
+  backward query with `limit` = the count found there. They fill the coverage's
+  `file_tails` (an interval: the last bucket with lines) and `file_progress`, the fields
+  the files connector fills, so the engine reads both sources the same way.
 - Every entry becomes a RawRecord with Loki's timestamp (quality `exact`: Loki always has
   one, the ingestion time when the shipper did not parse the line's own), the node
   resolved from the stream's `node_label` by NodeIndex, `stream` from the `filename` /
@@ -977,6 +985,7 @@ class LokiClient:
             node = st.index.resolve(labels.get(self.config.node_label))
             if node is None:
                 continue
+            st.streams_nodes.add(node)  # it has logs in the window, anchor lines or not
             st.cov.file_tails.append(
                 RawRecord(
                     source="loki",

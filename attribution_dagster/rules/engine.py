@@ -1379,7 +1379,9 @@ _READING = [
     "verdict is no cause.",
     "",
     "**Silent nodes.** The files scanner reports each file's last timed line (found by the "
-    "backward searches it already makes). A node whose logs stop at least `silence_seconds` "
+    "backward searches it already makes); Loki reports each stream's last bucket with lines "
+    "(`count_over_time`), an interval: silence must then hold for its latest possible time "
+    "against the others' earliest. A node whose logs stop at least `silence_seconds` "
     "before the other nodes' logs of the same kind (same file name, digits folded: a node with "
     "only a quiet kern.log is not silent next to chatty training logs) and before the job end "
     "has gone silent. Silence is a `node.down` cause (`node_silent`, evidence: the last line "
