@@ -117,22 +117,25 @@ def test_silent_node_from_loki_equals_files(fake_http, tmp_path):
     assert verdict(got) == verdict(want)
     root = [lk for lk in got.symptom_chain if lk.role == "root_cause"]
     assert root and root[0].kind == "node_silent" and root[0].node == "gpu-c"
-    # the silence is an interval: the bucket the last lines fell in, reopenable as a query
-    assert root[0].evidence.locator.startswith('count_over_time({filename="/var/log/')
-    assert root[0].time_latest is not None and root[0].time is not None
+    # gpu-c stopped two buckets before the others: its last line was read exactly (one
+    # backward read of its last bucket), and the evidence is that line
     last_line = START + timedelta(minutes=9, seconds=30)  # gpu-c's last iteration line
-    assert root[0].time <= last_line <= root[0].time_latest
-    assert (root[0].time_latest - root[0].time).total_seconds() == 15  # 23-min window: 15 s
+    assert root[0].time == last_line and root[0].time_latest is None
+    assert root[0].evidence.locator == (
+        f'{{filename="/var/log/app.log", host="gpu-c", job="varlogs"}} @ns:{to_ns(last_line)}'
+    )
+    assert "iteration" in root[0].evidence.excerpt
     # without the liveness queries Loki only sees anchor lines: gpu-c is not found
     blind = client(fake_http.url, liveness=False)
     before = pipeline.analyze_context(c, sources=EvidenceSources(logs=(blind,)))
     assert verdict(before) != verdict(want)
     # what it cost: one candidate query, two count_over_time queries (all lines by stream;
-    # progress lines by node) and one backward read: training stalled everywhere at 10:09:30,
-    # so every node's last progress line is in one bucket
+    # progress lines by node), one backward read of gpu-c's last line and one of the last
+    # progress lines (training stalled everywhere at 10:09:30: one bucket for all nodes)
     metric = [q for q in loki.queries if q["query"].startswith("sum by")]
-    assert len(metric) == 2 and all(q["step"] == "15s" for q in metric)
-    assert len([q for q in loki.queries if q.get("direction") == "backward"]) == 1
+    assert len(metric) == 2 and all(q["step"] == "15s" for q in metric)  # 23-min window
+    backward = [q for q in loki.queries if q.get("direction") == "backward"]
+    assert [q["limit"] for q in backward] == ["1", "4"]
 
 
 def test_tail_and_progress_records_have_the_files_shape(fake_http, tmp_path):
@@ -148,11 +151,21 @@ def test_tail_and_progress_records_have_the_files_shape(fake_http, tmp_path):
     )
     tails = {(t.node, t.stream): t for t in cov.file_tails}
     assert set(tails) == {(n, f) for n in NODES for f in ("app.log", "kern.log")}
-    assert all(t.last_of_file and t.time_quality == "inherited" for t in tails.values())
-    c_app = tails[("gpu-c", "app.log")]
-    assert c_app.time_latest - c_app.time == timedelta(seconds=15)
-    assert c_app.time <= START + timedelta(minutes=9, seconds=30) <= c_app.time_latest
-    assert c_app.locator.endswith(f"@ns:{to_ns(c_app.time_latest)}")
+    assert all(t.last_of_file for t in tails.values())
+    # the others: intervals, the 15 s bucket of their last lines, reopenable as a query
+    a_app = tails[("gpu-a", "app.log")]
+    assert a_app.time_quality == "inherited" and a_app.time_latest - a_app.time == timedelta(
+        seconds=15
+    )
+    assert a_app.time <= START + timedelta(minutes=20) <= a_app.time_latest  # the timeout
+    assert a_app.locator == (
+        'count_over_time({filename="/var/log/app.log", host="gpu-a", job="varlogs"} [15s]) '
+        f"@ns:{to_ns(a_app.time_latest)}"
+    )
+    # gpu-c stopped early: its latest stream's last line read exactly; its kern.log stays
+    c_app, c_kern = tails[("gpu-c", "app.log")], tails[("gpu-c", "kern.log")]
+    assert c_app.time_quality == "exact" and c_app.time == START + timedelta(minutes=9, seconds=30)
+    assert c_kern.time_quality == "inherited"
     progress = {r.node: r for r in cov.file_progress}
     assert set(progress) == set(NODES)
     assert progress["gpu-c"].time == START + timedelta(minutes=9, seconds=30)
@@ -212,9 +225,12 @@ def test_series_limit_splits_the_metric_query(fake_http):
         ctx, [], Window(start=ctx.start, end=ctx.end)
     )
     assert sorted(t.node for t in cov.file_tails) == NODES
-    assert [t.time_latest - START for t in sorted(cov.file_tails, key=lambda t: t.node)] == [
+    tails = sorted(cov.file_tails, key=lambda t: t.node)
+    assert [(t.time_latest or t.time) - START for t in tails] == [
         timedelta(minutes=m) for m in (1, 2, 3, 4)
     ]
+    # gpu-a and gpu-b stopped two buckets or more before the others' median: read exactly
+    assert [t.time_quality for t in tails] == ["exact", "exact", "inherited", "inherited"]
     assert not cov.errors
 
 

@@ -1003,11 +1003,63 @@ class LokiClient:
                     last_of_file=True,
                 )
             )
+        self._exact_tails(st, step)
         if not progress or not self.config.pushdown:
             return
         found = self._buckets(st, nodes, progress, "progress", first, last, step)
         if found:
             self._last_progress(st, found, progress, step)
+
+    def _exact_tails(self, st: _Fetch, step: int) -> None:
+        """A node whose every stream stopped at least two buckets before most other nodes'
+        (a silence candidate) gets its latest stream's real last line: one backward read of
+        that bucket, `limit` 1. The tail becomes that exact line (time, text, locator), so
+        the evidence of a silence is the line the node wrote last. A healthy job, where all
+        nodes log to the end, costs nothing here."""
+        by_node: dict[str, int] = {}
+        for i, rec in enumerate(st.cov.file_tails):
+            j = by_node.get(rec.node)
+            if j is None or rec.time_latest > st.cov.file_tails[j].time_latest:  # type: ignore[operator]
+                by_node[rec.node] = i
+        ends = {n: to_ns(st.cov.file_tails[i].time_latest) for n, i in by_node.items()}  # type: ignore[arg-type]
+        if len(ends) < 2:
+            return
+        early = []
+        for node, t in ends.items():
+            others = sorted(v for n, v in ends.items() if n != node)
+            if t + 2 * step <= others[(len(others) - 1) // 2]:  # median_low of the others
+                early.append((t, node))
+        for _, node in sorted(early)[: self.config.max_progress_queries]:
+            i = by_node[node]
+            rec = st.cov.file_tails[i]
+            t = to_ns(rec.time_latest)  # type: ignore[arg-type]
+            selector = rec.locator.removeprefix("count_over_time(").rsplit(" [", 1)[0]
+            params: list[tuple[str, str | int]] = [
+                ("query", selector),
+                ("direction", "backward"),
+                ("start", t - step),
+                ("end", t + 1),
+                ("limit", 1),
+            ]
+            try:
+                entries = self._entries(self._call(st, QUERY_RANGE, params), st)
+            except (_Fatal, _Shrink) as exc:
+                st.cov.errors.append(f"last line of {node} (liveness): {exc}")
+                st.cov.retryable = st.cov.retryable or getattr(exc, "transient", False)
+                continue
+            st.ok_queries += 1
+            if not entries:
+                continue
+            labels, _, ts, line = max(entries, key=lambda e: e[2])
+            st.cov.file_tails[i] = rec.model_copy(
+                update={
+                    "locator": locator(labels, ts),
+                    "time": from_ns(ts),
+                    "time_quality": "exact",
+                    "time_latest": None,
+                    "text": self._clean(line.split("\n", 1)[0], st),
+                }
+            )
 
     def _step_ns(self, span_ns: int) -> int:
         """The liveness bucket: configured, else window / LIVENESS_POINTS, at least
