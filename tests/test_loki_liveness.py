@@ -322,3 +322,37 @@ def test_files_source_takes_the_smaller_cap(tmp_path):
     assert src.with_max_line_bytes(1 << 20) is src
     low = src.with_max_line_bytes(512)
     assert low.max_line_bytes == 512 and src.max_line_bytes == 65536
+
+
+# -- the engine's silence test over interval tails ------------------------------------------------
+def _tail(node: str, lo: datetime, hi: datetime | None, stream: str = "app.log"):  # type: ignore[no-untyped-def]
+    from attribution_dagster.models import Observation
+
+    return Observation(
+        kind="log_last_line", node=node, time=lo,
+        time_quality="inherited" if hi else "exact", time_latest=hi,
+        excerpt="x", source="loki", locator=f"count_over_time({{host={node!r}}} [15s]) @ns:1",
+        parser="file_tail", attrs={"stream": stream},
+    )  # fmt: skip
+
+
+def test_silence_over_intervals_needs_the_latest_possible_time():
+    """A tail known only to a 15 s bucket is silent only if even its bucket END is
+    `silence_seconds` before the others' bucket STARTS; the stream key is the stream name
+    (the locator is a query), so like is compared with like across nodes."""
+    from attribution_dagster.rules.liveness import last_seen, silent
+
+    t = START + timedelta(minutes=20)
+    end = START + timedelta(minutes=30)
+    others = [_tail(n, t, t + timedelta(seconds=15)) for n in ("gpu-a", "gpu-b", "gpu-d")]
+    gone = t - timedelta(minutes=3)
+    clear = _tail("gpu-c", gone, gone + timedelta(seconds=15))
+    seen = last_seen([*others, clear], NODES)
+    assert set(seen["gpu-c"]) == {"app.log"}  # keyed by stream, not by the query text
+    assert silent("gpu-c", seen, end, 120) is clear
+    # its earliest time is 130 s before the others, its latest only 115 s: not provable
+    close = _tail("gpu-c", t - timedelta(seconds=130), t - timedelta(seconds=115))
+    assert silent("gpu-c", last_seen([*others, close], NODES), end, 120) is None
+    # an exact tail at the same earliest time would be silent
+    exact = _tail("gpu-c", t - timedelta(seconds=130), None)
+    assert silent("gpu-c", last_seen([*others, exact], NODES), end, 120) is exact
