@@ -136,7 +136,9 @@ TimeQuality = Literal["exact", "inherited", "unknown"]
 timed line of the same file; `unknown`: no timed line before it in the file.
 
 An untimed line is an interval: written at or after `time` (the earlier timed line) and at or
-before `time_latest` (the next timed line of the same file; None: the job / file end)."""
+before `time_latest` (the next timed line of the same file; None: the job / file end). A log
+store's count per bucket (Loki `count_over_time`) gives the same shape: `inherited`, the
+bucket's start and end."""
 
 
 class Anchor(BaseModel):
@@ -252,13 +254,15 @@ class SourceCoverage(BaseModel):
         default_factory=list,
         exclude=True,
         description="the last line of each file holding a `last_only` anchor (training "
-        "progress): where the job stopped advancing; not serialized",
+        "progress; Loki: each node's last ones): where the job stopped advancing; not "
+        "serialized",
     )
     file_tails: list[RawRecord] = Field(
         default_factory=list,
         exclude=True,
-        description="the last timed line of each file read (last_of_file records): where each "
-        "source stopped writing, for the engine's silence test; not serialized",
+        description="the last timed line of each file read (last_of_file records; Loki: the "
+        "last bucket with lines of each stream, an interval): where each source stopped "
+        "writing, for the engine's silence test; not serialized",
     )
 
     @property

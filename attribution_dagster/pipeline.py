@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from attribution_dagster.clusters import Cluster, EvidenceSources
-from attribution_dagster.connectors.base import failed_coverage
+from attribution_dagster.connectors.base import LogSource, failed_coverage
 from attribution_dagster.connectors.files import LocalFilesClient
 from attribution_dagster.connectors.static import StaticContextClient
 from attribution_dagster.models import (
@@ -83,7 +83,9 @@ def collect_evidence(
     settings = settings or AnalysisSettings()
     case = case if case is not None else ctx.case_dir
     window = settings.window(ctx)
-    anchors = catalog().anchors()
+    # with the last_only anchors (training progress): each source keeps only where progress
+    # stops (files: the last such line of a file; Loki: the last ones per node)
+    anchors = catalog().anchors(last_only=True)
     records: list[RawRecord] = []
     samples: list[MetricSample] = []
     coverage: list[SourceCoverage] = []
@@ -97,8 +99,7 @@ def collect_evidence(
         case = Path(case)
         if (case / "logs").is_dir() or not log_sources:
             # the local scanner also keeps each file's last progress line (last_only anchors)
-            last_only = catalog().anchors(last_only=True)
-            records, log_cov = files.fetch_logs(case, ctx, last_only, window)
+            records, log_cov = files.fetch_logs(case, ctx, anchors, window)
             coverage.append(log_cov)
             log_sources = ()
         if (case / "metrics").is_dir() or not metric_sources:
@@ -107,10 +108,14 @@ def collect_evidence(
             metric_sources = ()
     if log_sources or metric_sources:
         for log_source in log_sources:
+            capped: LogSource | None = None
             try:
-                got, cov = log_source.fetch_logs(ctx, anchors, window)
+                capped = line_capped(log_source, settings.max_line_bytes)
+                got, cov = (capped or log_source).fetch_logs(ctx, anchors, window)
             except Exception as exc:  # noqa: BLE001 - one source failing is partial evidence
                 got, cov = [], failed_coverage(log_source.name, exc)
+            if capped is None:  # a source that cannot take the cap: cut its records here
+                got = cut_lines(got, cov, settings.max_line_bytes)
             records.extend(got)
             coverage.append(cov)
         for metric_source in metric_sources:
@@ -133,6 +138,33 @@ def collect_evidence(
             )
         )
     return RawEvidence(job_id=ctx.job_id, records=records, samples=samples, coverage=coverage)
+
+
+def line_capped(source: LogSource, max_line_bytes: int) -> LogSource | None:
+    """The source with the analysis line cap (`AnalysisSettings.max_line_bytes`). A source
+    offering `with_max_line_bytes(n)` (files, loki, pod_logs) gives one cutting at the smaller
+    of its own configured `max_line_bytes` and `n`: either setting can only lower the cap,
+    and the source counts the lines it cut in its coverage (`overlong_lines`). None for any
+    other source: collect_evidence cuts its records afterwards and counts them the same way."""
+    narrow = getattr(source, "with_max_line_bytes", None)
+    return narrow(max_line_bytes) if callable(narrow) else None
+
+
+def cut_lines(
+    records: list[RawRecord], cov: SourceCoverage, max_line_bytes: int
+) -> list[RawRecord]:
+    """Each line of each record cut to `max_line_bytes` (UTF-8), counted as `overlong_lines`."""
+    out = []
+    for rec in records:
+        parts = [p.encode("utf-8", "surrogatepass") for p in rec.text.split("\n")]
+        over = sum(len(p) > max_line_bytes for p in parts)
+        if not over:
+            out.append(rec)
+            continue
+        cov.overlong_lines += over
+        text = "\n".join(p[:max_line_bytes].decode("utf-8", "ignore") for p in parts)
+        out.append(rec.model_copy(update={"text": text}))
+    return out
 
 
 def normalize(raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:

@@ -17,6 +17,15 @@ Evaluated for real, so pagination and push-down are tested rather than assumed:
 - the server limits `max_entries` (400 with Loki's message), `max_query_length_ns` and
   `max_series` (400s with Loki's messages) when set.
 
+Metric queries of one shape are evaluated too (the liveness queries of the connector):
+`sum by (<labels>) (count_over_time(<log query>[<range>]))` with `step`, answered as a
+`matrix` (Loki HTTP API reference, "Query logs within a range of time": metric queries
+return `{"resultType": "matrix", "result": [{"metric": {<labels>}, "values": [[<unix
+seconds>, "<value>"], ...]}]}`, the Prometheus-compatible shape). Evaluation times are
+`start`, `start + step`, ... up to `end` inclusive; the sample at `t` counts the entries in
+`(t - range, t]`; steps without entries have no point, as in Loki. `max_series` limits the
+output series of a metric query.
+
 Entries live in streams (`ListStream`, or any object with the same three methods, such as
 the bench's synthetic streams that generate 200k lines per node on demand).
 """
@@ -244,6 +253,9 @@ class FakeLoki:
         fake_http.route("GET", "/loki/api/v1/query_range", self.query_range)
         fake_http.route("GET", "/loki/api/v1/series", self.series)
 
+    def evaluate_metric(self, params: dict[str, str], metric: re.Match[str]) -> tuple[int, Any]:
+        return _evaluate_metric_impl(self, params, metric)
+
     # -- endpoints --------------------------------------------------------------------
     def query_range(self, req: Any) -> tuple:
         params = {k: v[0] for k, v in req.query.items()}
@@ -273,6 +285,9 @@ class FakeLoki:
         return 200, {"status": "success", "data": out}
 
     def evaluate(self, params: dict[str, str]) -> tuple[int, Any]:
+        metric = _METRIC.match(params["query"])
+        if metric is not None:
+            return self.evaluate_metric(params, metric)
         limit = int(params.get("limit", "100"))
         if self.max_entries and limit > self.max_entries:
             return 400, (
@@ -334,6 +349,36 @@ class FakeLoki:
         }
 
 
+_METRIC = re.compile(
+    r"^\s*sum\s+by\s*\(([^)]*)\)\s*\(\s*count_over_time\s*\((.*)\[([0-9a-z.]+)\]\s*\)\s*\)\s*$",
+    re.S,
+)
+_DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DUR_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9, "d": 86400 * 10**9}
+
+
+def _duration_ns(text: str) -> int:
+    parts = _DUR.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"parse error : not a valid duration string: {text!r}")
+    return int(sum(float(n) * _DUR_NS[u] for n, u in parts))
+
+
+def _step_ns(text: str) -> int:
+    try:
+        return int(float(text) * 10**9)  # float seconds
+    except ValueError:
+        return _duration_ns(text)
+
+
+def _count(stream: Stream, lo: int, hi: int, test: _LineTest | None) -> int:
+    """Entries of the stream with lo <= ts < hi passing the filters."""
+    a, b = stream.bounds(lo, hi)
+    if test is None:
+        return max(0, b - a)
+    return sum(1 for _ in _matching(stream, a, b, test))
+
+
 def _keyed(
     s: Stream, order: int, items: Iterator[tuple[int, int, str]], forward: bool
 ) -> Iterator[tuple[int, int, int, str, Stream]]:
@@ -344,6 +389,65 @@ def _keyed(
     else:
         for ts, i, line in reversed(list(items)):
             yield -ts, order, -i, line, s
+
+
+def _evaluate_metric_impl(
+    loki: FakeLoki, params: dict[str, str], metric: re.Match[str]
+) -> tuple[int, Any]:
+    by = [x.strip() for x in metric.group(1).split(",") if x.strip()]
+    matchers, filters = parse_logql(metric.group(2))
+    rng = _duration_ns(metric.group(3))
+    step = _step_ns(params.get("step", "15"))
+    if step <= 0:
+        raise ValueError("zero or negative query resolution step widths are not accepted")
+    start, end = int(params["start"]), int(params["end"])
+    if end < start:
+        raise ValueError("end timestamp must not be before start time")
+    if (end - start) // step + 1 > 11000:
+        raise ValueError(
+            "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the "
+            "query resolution (?step=XX)"
+        )
+    if loki.max_query_length_ns and end - start > loki.max_query_length_ns:
+        return 400, (
+            "the query time range exceeds the limit (query length: "
+            f"{_go_duration(end - start)}, limit: {_go_duration(loki.max_query_length_ns)})"
+        )
+    test = _LineTest(filters) if filters else None
+    series: dict[tuple[tuple[str, str], ...], dict[int, int]] = {}
+    for s in loki.streams:
+        if not selects(matchers, s.labels):
+            continue
+        key = tuple((k, s.labels[k]) for k in by if k in s.labels)
+        points = series.setdefault(key, {})
+        t = start
+        while t <= end:
+            # (t - range, t]: bounds are [lo, hi) on integer ns
+            n = _count(s, t - rng + 1, t + 1, test)
+            if n:
+                points[t] = points.get(t, 0) + n
+            t += step
+    result = [
+        {
+            "metric": dict(key),
+            "values": [[t / 1e9, str(n)] for t, n in sorted(points.items())],
+        }
+        for key, points in series.items()
+        if points
+    ]
+    if loki.max_series is not None and len(result) > loki.max_series:
+        return 400, (
+            f"maximum number of series ({loki.max_series}) reached for a single query; "
+            "consider reducing query cardinality by adding more specific stream selectors"
+        )
+    return 200, {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": result,
+            "stats": {"summary": {"totalEntriesReturned": 0, "execTime": 0.001}},
+        },
+    }
 
 
 def _go_duration(ns: int) -> str:

@@ -167,7 +167,8 @@ def test_records_node_time_stream_locator(fake_http):
     loki.add({"host": "node-a", "filename": "/var/log/kern.log"}, ts + 2, "nothing to see")
     loki.add({"host": "node-c", "filename": "/var/log/kern.log"}, ts + 3, "NVRM: Xid other job")
     loki.install(fake_http)
-    recs, cov = client(fake_http.url).fetch_logs(ctx(), ANCHORS, WINDOW)
+    # candidate lines only here; the liveness queries: tests/test_loki_liveness.py
+    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(), ANCHORS, WINDOW)
     assert [(r.node, r.stream) for r in recs] == [
         ("node-a", "kern.log"),
         ("node-b", "slurmd.service"),
@@ -237,7 +238,9 @@ def test_pagination_equal_ns_at_the_page_edge_no_gap_no_duplicate(fake_http):
         node = "node-a" if i % 2 else "node-b"  # two streams interleaved at equal ns
         loki.add(kern(node), T0 + t * S, f"NCCL WARN entry {i}")
     loki.install(fake_http)
-    recs, cov = client(fake_http.url, max_entries_per_query=4).fetch_logs(ctx(), ANCHORS, WINDOW)
+    recs, cov = client(fake_http.url, max_entries_per_query=4, liveness=False).fetch_logs(
+        ctx(), ANCHORS, WINDOW
+    )
     texts = [r.text for r in recs]
     assert sorted(texts) == sorted(f"NCCL WARN entry {i}" for i in range(len(stamps)))
     assert len(set(texts)) == len(texts)
@@ -303,7 +306,7 @@ def test_long_window_is_split_into_contiguous_chunks(fake_http):
     for m in range(0, 30, 3):
         loki.add(kern("node-a"), T0 + m * 60 * S, f"NCCL WARN minute {m}")
     loki.install(fake_http)
-    recs, cov = client(fake_http.url, max_window_seconds=600).fetch_logs(
+    recs, cov = client(fake_http.url, max_window_seconds=600, liveness=False).fetch_logs(
         ctx(["node-a"]), ANCHORS, WINDOW
     )
     assert len(recs) == 10 and cov.status == "ok"
@@ -483,7 +486,7 @@ def test_400_max_entries_lowers_the_limit(fake_http):
     for i in range(8):
         loki.add(kern("node-a"), T0 + i * S, f"NCCL WARN {i}")
     loki.install(fake_http)
-    recs, cov = client(fake_http.url, max_entries_per_query=5000).fetch_logs(
+    recs, cov = client(fake_http.url, max_entries_per_query=5000, liveness=False).fetch_logs(
         ctx(["node-a"]), ANCHORS, WINDOW
     )
     assert len(recs) == 8 and cov.status == "ok" and not cov.errors
@@ -496,7 +499,7 @@ def test_400_time_range_shrinks_the_window(fake_http):
     for m in range(0, 30, 2):
         loki.add(kern("node-a"), T0 + m * 60 * S, f"NCCL WARN minute {m}")
     loki.install(fake_http)
-    recs, cov = client(fake_http.url).fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
     assert len(recs) == 15 and cov.status == "ok"
     ok = [q for q in loki.queries if int(q["end"]) - int(q["start"]) <= 600 * S]
     assert len(ok) == len(loki.queries) - 1  # only the first, whole-window query was refused
@@ -558,7 +561,7 @@ def test_context_after_is_read_with_a_second_narrow_query(fake_http):
         loki.add(app, T0 + 100 * S + i * 1000, line)
     loki.install(fake_http)
     anchors = [*ANCHORS, Anchor(literal="ChildFailedError", context_after=3)]
-    recs, cov = client(fake_http.url).fetch_logs(ctx(["node-a"]), anchors, WINDOW)
+    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(["node-a"]), anchors, WINDOW)
     assert len(recs) == 1
     assert recs[0].text == "\n".join(block[:4])
     ctx_query = loki.queries[-1]
@@ -685,26 +688,50 @@ def test_end_to_end_xid149_from_loki(fake_http):
     assert cov.source == "loki:e2e" and cov.status == "ok" and cov.nodes_read == c.nodes
     assert got.evidence and all(" @ns:" in e.locator for e in got.evidence)
     assert all(e.locator.startswith("{") for e in got.evidence)
-    main = [q for q in loki.queries if "|~" in q["query"]]
+    main = [q for q in loki.queries if "|~" in q["query"] and q.get("direction") == "forward"]
     assert len(main) == 1  # one candidate-line query for the whole job
     # + one continuation read per node's app.log: each traceback names ChildFailedError
     # twice (`raise ChildFailedError(` and the exception line); one read serves both
-    assert len(loki.queries) == 1 + 3 and cov.queries == 1 + 1 + 3
+    # + liveness: two count_over_time queries (every line; progress lines) and one backward
+    # read of the last progress lines (the three nodes' last progress share one bucket)
+    metric = [q for q in loki.queries if q["query"].startswith("sum by")]
+    backward = [q for q in loki.queries if q.get("direction") == "backward"]
+    assert len(metric) == 2 and len(backward) == 1
+    assert len(loki.queries) == 1 + 3 + 2 + 1 and cov.queries == 1 + 1 + 3 + 2 + 1
     # ChildFailedError blocks came with their continuation lines (second, narrow queries)
     raw = pipeline.collect_evidence(None, c, sources=EvidenceSources(logs=(src,)))
     blocks = [r for r in raw.records if r.text.startswith("torch.distributed.elastic")]
     assert blocks and all(r.text.count("\n") >= 3 for r in blocks)
 
 
-@pytest.mark.parametrize("sample", _file_only_samples())
+HELDOUT = Path(__file__).resolve().parent / "heldout"
+# held-out cases whose verdict depends on where logs or training progress stop (the files
+# path without its tails / last progress lines gives another verdict for the first four);
+# before the liveness queries Loki disagreed with files on those four. h107 is left out: it
+# also depends on liveness, but its root cause is an untimed traceback, which files read as
+# an interval and a shipper stamps at ingestion (serve_case), a difference of its own.
+LIVENESS_CASES = [
+    "h103-kueue-pod-goes-silent-gloo-closed",
+    "h105-timeout-after-link-flap-training-continued",
+    "h114-two-nodes-one-silent-gloo-by-ip",
+    "h115-nvlink-xid-then-30-min-progress-then-host-oom",
+    "h111-mce-panic-then-silence",
+    "h117-xid79-node-then-silent-peers-converge",
+]
+
+
+@pytest.mark.parametrize("sample", _file_only_samples() + [f"heldout/{n}" for n in LIVENESS_CASES])
 def test_every_log_only_sample_from_loki_equals_files(fake_http, sample):
-    """Each bundled sample without metrics, served from the fake Loki: status, category
-    and suspect nodes equal the files path (see serve_case for how entries are stamped)."""
-    case = SAMPLES / sample
+    """Each bundled sample without metrics, and the held-out cases that hinge on silence or
+    progress, served from the fake Loki: status, category and suspect nodes equal the files
+    path (see serve_case for how entries are stamped). Silence and progress come from Loki's
+    liveness queries (count_over_time matrices), never from case files."""
+    case = HELDOUT / sample.split("/", 1)[1] if sample.startswith("heldout/") else SAMPLES / sample
     loki = FakeLoki()
     c = serve_case(case, loki)
     loki.install(fake_http)
-    got = pipeline.analyze_context(c, sources=EvidenceSources(logs=(client(fake_http.url),)))
+    src = client(fake_http.url)
+    got = pipeline.analyze_context(c, sources=EvidenceSources(logs=(src,)))
     want = pipeline.analyze_case(case)
     assert (got.status, got.category, got.suspect_nodes) == (
         want.status,
@@ -712,3 +739,15 @@ def test_every_log_only_sample_from_loki_equals_files(fake_http, sample):
         want.suspect_nodes,
     )
     assert got.coverage[0].status in ("ok", "partial")
+    if sample.startswith("heldout/"):  # where each node stopped came from Loki
+        raw = pipeline.collect_evidence(None, c, sources=EvidenceSources(logs=(src,)))
+        tails = raw.coverage[0].file_tails
+        assert {t.node for t in tails} == set(raw.coverage[0].nodes_read)
+        # an interval (the bucket of its last lines), or, for a node that stopped early,
+        # its last line read exactly
+        assert all(
+            t.locator.startswith("count_over_time(")
+            if t.time_quality == "inherited"
+            else t.locator.startswith("{")
+            for t in tails
+        )

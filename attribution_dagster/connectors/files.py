@@ -24,6 +24,7 @@ those of whoever copied them.
 
 from __future__ import annotations
 
+import copy
 import gzip
 import math
 import multiprocessing
@@ -552,6 +553,15 @@ class FilesSource(_Reader):
         self.cluster = cluster
         self.name = config.source_name
         self.root = Path(config.root).expanduser()
+
+    def with_max_line_bytes(self, limit: int) -> FilesSource:
+        """This source cutting lines at `limit` when that is below its own `max_line_bytes`
+        (the analysis setting can lower a source's cap, not raise it)."""
+        if limit >= self.max_line_bytes:
+            return self
+        other = copy.copy(self)
+        other.max_line_bytes = limit
+        return other
 
     # -- LogSource ------------------------------------------------------------------------
     def fetch_logs(

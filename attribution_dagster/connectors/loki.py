@@ -29,6 +29,14 @@ What is sent (docs/loki.md has the whole story):
   timestamp for `context_seconds`, and the lines after the hit are appended; one read
   serves the later hits of the stream it covers (at most `max_context_queries` reads;
   beyond that a record keeps its first line only, and the coverage says so).
+- Where each node's logs and its training progress stop (the engine's silence and progress
+  tests; the files connector learns both by reading whole files): two `count_over_time`
+  metric queries over the window, bucketed by `step` (window / 250, at least 15 s),
+  `sum by (<node label>, <stream labels>)` over every line and `sum by (<node label>)` over
+  the progress anchors' lines; then per bucket holding nodes' last progress lines, one
+  backward query with `limit` = the count found there. They fill the coverage's
+  `file_tails` (an interval: the last bucket with lines) and `file_progress`, the fields
+  the files connector fills, so the engine reads both sources the same way.
 - Every entry becomes a RawRecord with Loki's timestamp (quality `exact`: Loki always has
   one, the ingestion time when the shipper did not parse the line's own), the node
   resolved from the stream's `node_label` by NodeIndex, `stream` from the `filename` /
@@ -39,6 +47,7 @@ What is sent (docs/loki.md has the whole story):
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import os
 import re
@@ -72,6 +81,8 @@ _NS = 1_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MIN_WINDOW_NS = _NS  # a window is never halved below one second
 MAX_SHRINKS = 64  # smaller-query rewrites per fetch before giving up
+MIN_STEP_SECONDS = 15.0  # liveness buckets: finer does not help (shippers batch, skew 5 s)
+LIVENESS_POINTS = 250  # liveness buckets per window
 
 
 # -- LogQL text --------------------------------------------------------------------------
@@ -235,6 +246,21 @@ class LokiConfig(BackendConfig):
     stream_labels: list[str] = Field(
         default_factory=lambda: ["filename", "unit", "systemd_unit", "container", "job"],
         description="first present label names a record's stream (basename of a path)",
+    )
+    liveness: bool = Field(
+        default=True,
+        description="also ask where each node's streams and its training progress stop: "
+        "two `count_over_time` metric queries over the window plus a narrow read of the last "
+        "progress lines (the engine's silence and progress tests)",
+    )
+    liveness_step_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="bucket of the liveness metric queries; None: window / 250, at least "
+        f"{MIN_STEP_SECONDS:g} s",
+    )
+    max_progress_queries: int = Field(
+        default=16, ge=0, description="reads of the last progress lines per fetch"
     )
 
     @field_validator("url")
@@ -461,6 +487,15 @@ class LokiClient:
         self._environ = environ
 
     # -- public -------------------------------------------------------------------------
+    def with_max_line_bytes(self, limit: int) -> LokiClient:
+        """This client cutting lines at `limit` when that is below its own `max_line_bytes`
+        (the analysis setting can lower a source's cap, not raise it)."""
+        if limit >= self.config.max_line_bytes:
+            return self
+        other = copy.copy(self)
+        other.config = self.config.model_copy(update={"max_line_bytes": limit})
+        return other
+
     def fetch_logs(
         self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window
     ) -> tuple[list[RawRecord], SourceCoverage]:
@@ -474,9 +509,11 @@ class LokiClient:
             max_window=max(MIN_WINDOW_NS, int(cfg.max_window_seconds * _NS)),
         )
         nodes = tuple(dict.fromkeys(ctx.nodes))
-        st.literals = tuple(
-            dict.fromkeys(a.literal for a in anchors if a.literal and "\n" not in a.literal)
-        )
+        usable = [a for a in anchors if a.literal and "\n" not in a.literal]
+        st.literals = tuple(dict.fromkeys(a.literal for a in usable if not a.last_only))
+        # last_only anchors (training progress) are not pulled line by line: _liveness reads
+        # only each node's last ones
+        progress = tuple(dict.fromkeys(a.literal for a in usable if a.last_only))
         st.context = {a.literal: a.context_after for a in anchors if a.context_after > 0}
         if not cfg.pushdown and st.literals:
             st.matcher = re.compile("|".join(map(re.escape, st.literals)))
@@ -490,6 +527,8 @@ class LokiClient:
                     self._run_all(st, nodes, st.literals, start, end)
                 if st.stopped is None or not st.stopped.stop:
                     self._fill_context(st, end)
+                if cfg.liveness and (st.stopped is None or not st.stopped.stop):
+                    self._liveness(st, nodes, progress, start, end)
         except _Fatal as exc:  # raised before any query (bad TLS files, empty secret)
             st.stopped = exc
             cov.errors.append(str(exc))
@@ -917,6 +956,286 @@ class LokiClient:
         limit = int(params[-1][1])
         ordered = sorted(((e[2], e[3]) for e in entries), key=lambda e: e[0])
         return ordered, len(entries) < limit
+
+    # -- liveness: where each node's streams and its training progress stop ---------------
+    def _liveness(
+        self, st: _Fetch, nodes: tuple[str, ...], progress: tuple[str, ...], start: int, end: int
+    ) -> None:
+        """Silence and progress without pulling every line (the files connector reads whole
+        files and learns both on the way; a pushed-down query only sees anchor lines).
+
+        1. `sum by (<node label>, <stream labels>) (count_over_time({<nodes>}[<step>]))`: per
+           stream of each node, the last bucket holding lines. It becomes that stream's
+           `last_of_file` record (coverage `file_tails`, like the files connector's last
+           timed line of a file), timed as the interval the bucket covers: `time` its start,
+           `time_latest` its end, quality `inherited` (written somewhere in between).
+        2. The same with the progress anchors as `|~` filter, by node: the last bucket with a
+           progress line. Nodes whose last progress fell in the same bucket are read together
+           with one backward query over that bucket (`limit` = the lines the count found), so
+           the last progress lines come back whatever the other nodes logged later; they go to
+           `file_progress` like the files connector's last progress line of a file.
+
+        A failed liveness query leaves the candidate lines as they are: its error makes the
+        coverage partial."""
+        step = self._step_ns(end - start)
+        points = max(1, -(-(end - start) // step))
+        first, last = start + step, start + points * step  # bucket k covers (t - step, t]
+        tails = self._buckets(st, nodes, (), "tails", first, last, step)
+        for labels, t, count, query in tails or []:
+            node = st.index.resolve(labels.get(self.config.node_label))
+            if node is None:
+                continue
+            st.streams_nodes.add(node)  # it has logs in the window, anchor lines or not
+            st.cov.file_tails.append(
+                RawRecord(
+                    source="loki",
+                    node=node,
+                    locator=f"{query} @ns:{t}",
+                    time=from_ns(t - step),
+                    time_quality="inherited",
+                    time_latest=from_ns(t),
+                    text=(
+                        f"{count} line(s) of {stream_selector(labels)} in the "
+                        f"{step // _NS} s up to {from_ns(t).strftime('%H:%M:%S')}: its last "
+                        "lines in the window (count_over_time)"
+                    ),
+                    stream=self._stream(labels),
+                    last_of_file=True,
+                )
+            )
+        self._exact_tails(st, step)
+        if not progress or not self.config.pushdown:
+            return
+        found = self._buckets(st, nodes, progress, "progress", first, last, step)
+        if found:
+            self._last_progress(st, found, progress, step)
+
+    def _exact_tails(self, st: _Fetch, step: int) -> None:
+        """A node whose every stream stopped at least two buckets before most other nodes'
+        (a silence candidate) gets its latest stream's real last line: one backward read of
+        that bucket, `limit` 1. The tail becomes that exact line (time, text, locator), so
+        the evidence of a silence is the line the node wrote last. A healthy job, where all
+        nodes log to the end, costs nothing here."""
+        by_node: dict[str, int] = {}
+        for i, rec in enumerate(st.cov.file_tails):
+            j = by_node.get(rec.node)
+            if j is None or rec.time_latest > st.cov.file_tails[j].time_latest:  # type: ignore[operator]
+                by_node[rec.node] = i
+        ends = {n: to_ns(st.cov.file_tails[i].time_latest) for n, i in by_node.items()}  # type: ignore[arg-type]
+        if len(ends) < 2:
+            return
+        early = []
+        for node, t in ends.items():
+            others = sorted(v for n, v in ends.items() if n != node)
+            if t + 2 * step <= others[(len(others) - 1) // 2]:  # median_low of the others
+                early.append((t, node))
+        for _, node in sorted(early)[: self.config.max_progress_queries]:
+            i = by_node[node]
+            rec = st.cov.file_tails[i]
+            t = to_ns(rec.time_latest)  # type: ignore[arg-type]
+            selector = rec.locator.removeprefix("count_over_time(").rsplit(" [", 1)[0]
+            params: list[tuple[str, str | int]] = [
+                ("query", selector),
+                ("direction", "backward"),
+                ("start", t - step),
+                ("end", t + 1),
+                ("limit", 1),
+            ]
+            try:
+                entries = self._entries(self._call(st, QUERY_RANGE, params), st)
+            except (_Fatal, _Shrink) as exc:
+                st.cov.errors.append(f"last line of {node} (liveness): {exc}")
+                st.cov.retryable = st.cov.retryable or getattr(exc, "transient", False)
+                continue
+            st.ok_queries += 1
+            if not entries:
+                continue
+            labels, _, ts, line = max(entries, key=lambda e: e[2])
+            st.cov.file_tails[i] = rec.model_copy(
+                update={
+                    "locator": locator(labels, ts),
+                    "time": from_ns(ts),
+                    "time_quality": "exact",
+                    "time_latest": None,
+                    "text": self._clean(line.split("\n", 1)[0], st),
+                }
+            )
+
+    def _step_ns(self, span_ns: int) -> int:
+        """The liveness bucket: configured, else window / LIVENESS_POINTS, at least
+        MIN_STEP_SECONDS, in whole seconds (a LogQL range like `[29s]`)."""
+        seconds = self.config.liveness_step_seconds or max(
+            MIN_STEP_SECONDS, span_ns / _NS / LIVENESS_POINTS
+        )
+        return max(1, int(-(-seconds // 1))) * _NS
+
+    def _count_query(
+        self, st: _Fetch, nodes: Sequence[str], literals: Sequence[str], step: int
+    ) -> str:
+        labels = [self.config.node_label]
+        if not literals:  # per stream: like with like (a quiet kern.log is not a silent node)
+            labels += [n for n in self.config.stream_labels if n != self.config.node_label]
+        inner = self.query_text(st, nodes, literals)
+        return f"sum by ({', '.join(labels)}) (count_over_time({inner} [{step // _NS}s]))"
+
+    def _series_query(self, labels: Mapping[str, str], literals: Sequence[str], step: int) -> str:
+        """A reopenable query of one series: its exact labels and the configured matchers."""
+        body = [f"{k}={logql_string(v)}" for k, v in sorted(labels.items())]
+        body += self.config.matchers()
+        inner = "{" + ", ".join(body) + "}"
+        if literals:
+            inner += " " + line_filter(literals)
+        return f"count_over_time({inner} [{step // _NS}s])"
+
+    def _buckets(
+        self,
+        st: _Fetch,
+        nodes: tuple[str, ...],
+        literals: tuple[str, ...],
+        what: str,
+        first: int,
+        last: int,
+        step: int,
+    ) -> list[tuple[dict[str, str], int, int, str]] | None:
+        """(series labels, last bucket end with lines, its count, the series' own query) per
+        series of the count query; None when the query failed (the error is in coverage).
+        Loki's series limit splits the nodes; its range limit cuts the time in chunks."""
+        last_of: dict[tuple[tuple[str, str], ...], tuple[int, int]] = {}
+        queue: deque[tuple[tuple[str, ...], int, int]] = deque([(nodes, first, last)])
+        while queue:
+            part, lo, hi = queue.popleft()
+            params: list[tuple[str, str | int]] = [
+                ("query", self._count_query(st, part, literals, step)),
+                ("start", lo),
+                ("end", hi),
+                ("step", f"{step // _NS}s"),
+            ]
+            try:
+                data = self._call(st, QUERY_RANGE, params)
+                series = self._matrix(data)
+            except _Shrink as exc:
+                more = self._split_buckets(part, lo, hi, step, exc)
+                if more is None:
+                    st.cov.errors.append(f"{what} query (liveness): {exc}")
+                    return None
+                queue.extendleft(reversed(more))
+                continue
+            except _Fatal as exc:
+                st.cov.errors.append(f"{what} query (liveness): {exc}")
+                st.cov.retryable = st.cov.retryable or exc.transient
+                return None
+            st.ok_queries += 1
+            for labels, values in series:
+                key = tuple(sorted(labels.items()))
+                for t, count in values:
+                    if count > 0 and t >= last_of.get(key, (-1, 0))[0]:
+                        last_of[key] = (t, count)
+        return [
+            (dict(key), t, count, self._series_query(dict(key), literals, step))
+            for key, (t, count) in sorted(last_of.items())
+        ]
+
+    @staticmethod
+    def _split_buckets(
+        nodes: tuple[str, ...], lo: int, hi: int, step: int, exc: _Shrink
+    ) -> list[tuple[tuple[str, ...], int, int]] | None:
+        if exc.kind == "series" and len(nodes) > 1:
+            h = len(nodes) // 2
+            return [(nodes[:h], lo, hi), (nodes[h:], lo, hi)]
+        if exc.kind in ("range", "volume") and hi - lo >= 2 * step:
+            span = exc.value if exc.kind == "range" and exc.value else (hi - lo) // 2
+            n = max(1, min((hi - lo) // step // 2, span // step - 1))  # buckets per chunk
+            out = []
+            t = lo
+            while t <= hi:
+                out.append((nodes, t, min(hi, t + (n - 1) * step)))
+                t += n * step
+            return out
+        return None
+
+    def _matrix(self, data: Any) -> list[tuple[dict[str, str], list[tuple[int, int]]]]:
+        """(labels, [(ns, value)]) of a `matrix` result (float seconds, value strings)."""
+        if not isinstance(data, dict) or data.get("resultType") != "matrix":
+            what = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+            raise _Fatal(f"loki at {self.config.url} answered a {what!r} result, not a matrix")
+        out = []
+        try:
+            for item in data.get("result") or []:
+                labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
+                values = [
+                    (round(float(v[0]) * 1000) * 1_000_000, int(float(v[1])))
+                    for v in item.get("values") or []
+                ]
+                out.append((labels, values))
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+            raise _Fatal(
+                f"loki at {self.config.url} answered a matrix in an unknown shape"
+            ) from None
+        return out
+
+    def _last_progress(
+        self,
+        st: _Fetch,
+        found: list[tuple[dict[str, str], int, int, str]],
+        literals: tuple[str, ...],
+        step: int,
+    ) -> None:
+        """Read the last progress lines: per bucket, one backward query for the nodes whose
+        last progress fell in it, `limit` = their count there (more than a page: split)."""
+        per_bucket: dict[int, dict[str, int]] = {}
+        for labels, t, count, _ in found:
+            node = st.index.resolve(labels.get(self.config.node_label))
+            if node is not None:
+                group = per_bucket.setdefault(t, {})
+                group[node] = group.get(node, 0) + count
+        reads: list[tuple[int, tuple[str, ...], int]] = []
+        for t, group in sorted(per_bucket.items(), reverse=True):
+            batch: list[str] = []
+            total = 0
+            for node, count in sorted(group.items()):
+                if batch and total + count > st.limit:
+                    reads.append((t, tuple(batch), total))
+                    batch, total = [], 0
+                batch.append(node)
+                total += count
+            reads.append((t, tuple(batch), min(total, st.limit)))
+        skipped = reads[self.config.max_progress_queries :]
+        for t, group_nodes, limit in reads[: self.config.max_progress_queries]:
+            params: list[tuple[str, str | int]] = [
+                ("query", self.query_text(st, group_nodes, literals)),
+                ("direction", "backward"),
+                ("start", t - step),  # both bucket ends: Loki's range is (t - step, t]
+                ("end", t + 1),
+                ("limit", limit),
+            ]
+            try:
+                entries = self._entries(self._call(st, QUERY_RANGE, params), st)
+            except (_Fatal, _Shrink) as exc:
+                st.cov.errors.append(f"last progress lines (liveness): {exc}")
+                st.cov.retryable = st.cov.retryable or getattr(exc, "transient", False)
+                continue
+            st.ok_queries += 1
+            for labels, _, ts, line in entries:
+                node = st.index.resolve(labels.get(self.config.node_label))
+                if node is None:
+                    continue
+                st.cov.file_progress.append(
+                    RawRecord(
+                        source="loki",
+                        node=node,
+                        locator=locator(labels, ts),
+                        time=from_ns(ts),
+                        time_quality="exact",
+                        text=self._clean(line.split("\n", 1)[0], st),
+                        stream=self._stream(labels),
+                    )
+                )
+        if skipped:
+            n = sum(len(g) for _, g, _ in skipped)
+            st.cov.errors.append(
+                f"last progress lines of {n} node(s) not read "
+                f"(max_progress_queries={self.config.max_progress_queries})"
+            )
 
     # -- coverage -------------------------------------------------------------------------
     def _finish(self, st: _Fetch, nodes: tuple[str, ...], series_nodes: set[str] | None) -> None:

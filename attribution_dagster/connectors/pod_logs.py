@@ -28,6 +28,7 @@ at `max_bytes_per_pod`, a request the API refused (401/403: not retryable) or th
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -178,6 +179,7 @@ class _Matcher:
     """Which lines to keep: any anchor literal, and how many continuation lines it asks for."""
 
     def __init__(self, anchors: Sequence[Anchor]) -> None:
+        anchors = [a for a in anchors if not a.last_only]  # progress: not every line of it
         lits = sorted({a.literal for a in anchors}, key=len, reverse=True)
         self._rx = re.compile("|".join(map(re.escape, lits))) if lits else None
         self._context = [(a.literal, a.context_after) for a in anchors if a.context_after]
@@ -221,6 +223,16 @@ class PodLogsClient:
         host = getattr(getattr(self._api, "api_client", None), "configuration", None)
         url = getattr(host, "host", None)
         return f"Kubernetes API at {url}" if url else "Kubernetes API"
+
+    def with_max_line_bytes(self, limit: int) -> PodLogsClient:
+        """This client cutting lines at `limit` when that is below its own `max_line_bytes`
+        (the analysis setting can lower a source's cap, not raise it)."""
+        if limit >= self.config.max_line_bytes:
+            return self
+        other = copy.copy(self)
+        other._api = self.api  # one API client for both (raises SourceError like fetch_logs)
+        other.config = self.config.model_copy(update={"max_line_bytes": limit})
+        return other
 
     # -- LogSource ------------------------------------------------------------------------
     def fetch_logs(

@@ -49,6 +49,7 @@ from attribution_dagster.rules.liveness import (
     converge,
     last_seen,
     latest,
+    latest_time,
     learn_addresses,
     learn_ranks,
     peer_node,
@@ -517,11 +518,13 @@ class RuleEngine:
                 for n in seen
                 if n != node and (o := latest(seen, n)) is not None
             )
+            interval = tail.time_quality != "exact" and tail.time_latest is not None
             obs = Observation(
                 kind="node_silent",
                 node=node,
                 time=tail.time,
-                time_quality="exact",
+                time_quality=tail.time_quality if interval else "exact",
+                time_latest=tail.time_latest if interval else None,
                 excerpt=tail.excerpt,
                 source=tail.source,
                 locator=tail.locator,
@@ -534,11 +537,12 @@ class RuleEngine:
             rule = self.classify(obs, ctx.gpu_model, ctx.state)
             if rule is None or rule.role != "cause":
                 continue
-            t = _utc(tail.time)
+            t, t_hi = _utc(tail.time), latest_time(tail)
             assert t is not None
-            causes.append(Item(obs, rule, t, 0.0, t, t))
+            causes.append(Item(obs, rule, t, 0.0, t, t_hi))
+            when = _hms(t) if t_hi == t else f"{_hms(t)}..{_hms(t_hi)}"
             notes.append(
-                f"{node} stopped writing at {_hms(t)} while the other nodes went on "
+                f"{node} stopped writing at {when} while the other nodes went on "
                 f"(median last line {obs.attrs['others_until']})"
             )
         return pointed
@@ -1375,7 +1379,9 @@ _READING = [
     "verdict is no cause.",
     "",
     "**Silent nodes.** The files scanner reports each file's last timed line (found by the "
-    "backward searches it already makes). A node whose logs stop at least `silence_seconds` "
+    "backward searches it already makes); Loki reports each stream's last bucket with lines "
+    "(`count_over_time`), an interval: silence must then hold for its latest possible time "
+    "against the others' earliest. A node whose logs stop at least `silence_seconds` "
     "before the other nodes' logs of the same kind (same file name, digits folded: a node with "
     "only a quiet kern.log is not silent next to chatty training logs) and before the job end "
     "has gone silent. Silence is a `node.down` cause (`node_silent`, evidence: the last line "

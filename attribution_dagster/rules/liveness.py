@@ -10,7 +10,9 @@ Pure functions over a job's observations, used by the rule engine before it rank
   node is where the failure started.
 - `last_seen` / `silent`: where each node's logs stop (the last timed line of each of its files,
   `log_last_line`, and any timed line of its own); a node that stopped writing well before the
-  others is silent.
+  others is silent. A `log_last_line` may be an interval (`time` .. `time_latest`: a log store
+  counted lines per bucket, Loki's `count_over_time`): silence then has to hold for its latest
+  possible time against the others' earliest.
 """
 
 from __future__ import annotations
@@ -141,31 +143,52 @@ def stream_key(locator: str) -> str:
     return _DIGITS.sub("#", path.rsplit("/", 1)[-1])
 
 
+def _key(o: Observation) -> str:
+    """A `log_last_line` names its stream (file name, or a log store's stream label: its
+    locator may be a query); other lines are keyed by their locator's file."""
+    stream = o.attrs.get("stream") if o.kind == "log_last_line" else None
+    if isinstance(stream, str) and stream:
+        return _DIGITS.sub("#", stream)
+    return stream_key(o.locator)
+
+
+def _interval(o: Observation) -> bool:
+    return o.time_quality != "exact" and o.time_latest is not None
+
+
+def latest_time(o: Observation) -> datetime:
+    """The latest time the observation's line can have been written."""
+    return _utc(o.time_latest if _interval(o) else o.time)  # type: ignore[return-value]
+
+
 Seen = dict[str, dict[str, Observation]]  # node -> stream key -> its latest timed line
 
 
 def last_seen(observations: Iterable[Observation], nodes: Iterable[str]) -> Seen:
     """Per node and kind of log, its latest timed line: the last timed line of each file
-    (`log_last_line`), or any exactly timed observation logged on that node itself."""
+    (`log_last_line`, exact or a bounded interval), or any exactly timed observation logged on
+    that node itself."""
     wanted = set(nodes)
     out: Seen = defaultdict(dict)
     for o in observations:
-        if o.node not in wanted or o.time is None or o.time_quality != "exact":
+        if o.node not in wanted or o.time is None:
+            continue
+        if o.time_quality != "exact" and not (o.kind == "log_last_line" and _interval(o)):
             continue
         if o.kind != "log_last_line" and ("logged_on" in o.attrs or o.kind == "job_state"):
             continue
         if o.attrs.get("origin") in ("dcgm", "metric", "prometheus"):
             continue  # an exporter keeps scraping a node whose workload is gone
-        key = stream_key(o.locator)
+        key = _key(o)
         cur = out[o.node].get(key)
-        if cur is None or _utc(o.time) > _utc(cur.time):  # type: ignore[operator]
+        if cur is None or latest_time(o) > latest_time(cur):
             out[o.node][key] = o
     return out
 
 
 def latest(seen: Seen, node: str) -> Observation | None:
     mine = list(seen.get(node, {}).values())
-    return max(mine, key=lambda o: _utc(o.time)) if mine else None  # type: ignore[arg-type,return-value]
+    return max(mine, key=latest_time) if mine else None
 
 
 def silent(node: str, seen: Seen, end: datetime, gap_seconds: float) -> Observation | None:
@@ -181,12 +204,12 @@ def silent(node: str, seen: Seen, end: datetime, gap_seconds: float) -> Observat
         if not others:
             continue
         shared += 1
-        t = _utc(o.time)
-        if t + gap > statistics.median_low(others):  # type: ignore[operator,type-var]
+        # provably silent only: its latest possible time against the others' earliest
+        if latest_time(o) + gap > statistics.median_low(others):  # type: ignore[type-var]
             return None
     last = latest(seen, node)
     if not shared or last is None:
         return None
-    if _utc(last.time) + gap > _utc(end):  # type: ignore[operator]
+    if latest_time(last) + gap > _utc(end):  # type: ignore[operator]
         return None
     return last

@@ -490,6 +490,7 @@ def _tail_observation(rec: RawRecord) -> Observation:
         node=rec.node,
         time=rec.time,
         time_quality=rec.time_quality,
+        time_latest=rec.time_latest if rec.time_quality != "exact" else None,
         excerpt=_trim(rec.text),
         source=rec.source,
         locator=rec.locator,
