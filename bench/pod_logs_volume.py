@@ -8,10 +8,11 @@ start travels, up to `max_bytes_per_pod`, and the connector keeps only candidate
 This measures that cost against a local server answering in the API's shapes (one pod per
 node, kubelet-timestamped lines, one XID line per pod, no previous containers, no events):
 requests, bytes received, lines kept, the CPU time of the client (`time.thread_time` of the
-calling thread: the fake server answers from its own threads and is not counted), and the effect of the per-pod byte cap. The anchors are the ones the pipeline passes
-(`catalog().anchors(last_only=True)`: with the training-progress literals, so the cost of
-remembering each log's last line and last progress line is in the numbers). Every 10th
-line is a Megatron iteration line.
+calling thread: the fake server answers from its own threads and is not counted), and the
+effect of the per-pod byte cap. The anchors are the ones the pipeline passes
+(`catalog().anchors(last_only=True)`: with the training-progress literals, so remembering
+each log's last line and last progress line is in the numbers). Every 10th line is a
+Megatron iteration line.
 """
 
 from __future__ import annotations

@@ -132,9 +132,10 @@ def write_case(
             (d / f"{PODS[node]}.previous.log").write_bytes(previous[node])
     for ev in events:
         node = ev["involvedObject"]["name"]
-        items = {"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1",
-                                                                 "kind": "Event", **ev}]}
-        (case / "logs" / node / "events.json").write_text(json.dumps(items, indent=4, sort_keys=True))
+        items = {"apiVersion": "v1", "kind": "List",
+                 "items": [{"apiVersion": "v1", "kind": "Event", **ev}]}
+        text = json.dumps(items, indent=4, sort_keys=True)  # kubectl's key order
+        (case / "logs" / node / "events.json").write_text(text)
     (case / "context.json").write_text(ctx.model_dump_json(exclude={"case_dir"}))
     return case
 
