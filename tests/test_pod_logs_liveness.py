@@ -377,3 +377,34 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
     cov = fetch(kube_src, ctx)
     assert "gpu-d" not in {t.node for t in cov.file_tails}
     assert cov.status == "partial" and cov.retryable
+
+
+# --- the engine's two general changes -----------------------------------------------------------
+
+
+def test_stream_key_folds_a_generated_pod_suffix_only():
+    from attribution_dagster.rules.liveness import stream_key
+
+    a = stream_key(f"logs/gpu-a/{PODS['gpu-a']}.log:12")
+    assert a == stream_key(f"logs/gpu-c/{PODS['gpu-c']}.log:40") == (
+        "llama-#b-r#k#w-worker-#-#-*.log"
+    )
+    assert stream_key("logs/n/slurm-4812.out:1") == "slurm-#.out"
+    for name in ("app.log", "kern.log", "train-stdout.log", "nccl-debug.txt"):
+        assert stream_key(f"logs/n/{name}:3") == name  # words keep their vowels
+
+
+def test_a_kubernetes_event_is_not_the_node_writing():
+    """NodeNotReady is written by the node controller after the node is gone: it does not
+    move the node's last line later (else the silence would be dated by the event)."""
+    from attribution_dagster.models import Observation
+    from attribution_dagster.rules.liveness import last_seen
+
+    tail = Observation(kind="log_last_line", node="gpu-c", time=DIED, excerpt="x",
+                       source="pod_logs", locator="pod a/b container trainer @ x",
+                       parser="file_tail", attrs={"stream": "trainer"})
+    event = Observation(kind="node_unreachable", node="gpu-c", time=DIED + timedelta(minutes=5),
+                        excerpt="NodeNotReady", source="pod_logs", locator="event default/c.1",
+                        parser="k8s_event_node_down", attrs={"event_reason": "NodeNotReady"})
+    seen = last_seen([tail, event], NODES)
+    assert list(seen["gpu-c"].values()) == [tail]
