@@ -374,7 +374,6 @@ class PodLogsClient:
         read_any = False
         for container in pod.containers:
             ends: list[_Ends] = []  # previous, then current: kept when the current one ended
-            current_whole = False
             for previous in ([True, False] if self.config.previous else [False]):
                 if budget <= 0:
                     run.error(
@@ -389,10 +388,7 @@ class PodLogsClient:
                 if got >= 0:
                     read_any = True
                     budget -= got
-                if not previous:
-                    current_whole = got is not None and got >= 0 and bool(ends) and (
-                        ends[-1].previous is False
-                    )
+            current_whole = bool(ends) and not ends[-1].previous  # the current log: whole
             if current_whole:  # where each of the container's logs stops (engine: liveness)
                 for e in ends:
                     if e.tail is not None:
