@@ -192,24 +192,27 @@ def latest(seen: Seen, node: str) -> Observation | None:
 
 
 def silent(node: str, seen: Seen, end: datetime, gap_seconds: float) -> Observation | None:
-    """The last line of `node` when it stopped writing: in every kind of log it shares with
-    other nodes, its last line is at least `gap_seconds` before theirs (median), and before the
-    job end. Comparing like with like keeps a node that only has a quiet kern.log from looking
-    silent next to nodes with chatty training logs. None when not silent."""
-    mine = seen.get(node, {})
+    """The last line of `node` when it stopped writing: at least `gap_seconds` before the
+    job end and before the other nodes' last lines (median) in some kind of log it shares
+    with them, and in no shared kind of log writing on after theirs stopped. Comparing within
+    a kind of log keeps a node that only has a quiet kern.log from looking silent next to
+    nodes with chatty training logs; a log that went quiet on every node at once (a kern.log
+    with nothing to say) neither proves nor disproves it. None when not silent."""
+    last = latest(seen, node)
+    if last is None:
+        return None
     gap = timedelta(seconds=gap_seconds)
-    shared = 0
-    for key, o in mine.items():
+    # provably silent only: its latest possible time against the others' earliest
+    stopped = latest_time(last) + gap
+    if stopped > _utc(end):  # type: ignore[operator]
+        return None
+    shown = False
+    for key, o in seen.get(node, {}).items():
         others = [_utc(s[key].time) for n, s in seen.items() if n != node and key in s]
         if not others:
             continue
-        shared += 1
-        # provably silent only: its latest possible time against the others' earliest
-        if latest_time(o) + gap > statistics.median_low(others):  # type: ignore[type-var]
-            return None
-    last = latest(seen, node)
-    if not shared or last is None:
-        return None
-    if latest_time(last) + gap > _utc(end):  # type: ignore[operator]
-        return None
-    return last
+        theirs = statistics.median_low(others)
+        if latest_time(o) >= theirs + gap:  # type: ignore[operator]
+            return None  # it wrote on in this log after the others had stopped: alive
+        shown = shown or stopped <= theirs  # type: ignore[operator]
+    return last if shown else None
