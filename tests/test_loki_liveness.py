@@ -356,3 +356,23 @@ def test_silence_over_intervals_needs_the_latest_possible_time():
     # an exact tail at the same earliest time would be silent
     exact = _tail("gpu-c", t - timedelta(seconds=130), None)
     assert silent("gpu-c", last_seen([*others, exact], NODES), end, 120) is exact
+
+
+def test_a_log_quiet_on_every_node_neither_proves_nor_disproves_silence():
+    """kern.log said its last word at the job's start on every node: it must not hide that
+    gpu-c's training log stopped ten minutes early; a kern.log that goes on after the others
+    stopped does show gpu-c alive."""
+    from attribution_dagster.rules.liveness import last_seen, silent
+
+    t = START + timedelta(minutes=20)
+    end = START + timedelta(minutes=30)
+    quiet = START + timedelta(seconds=5)
+    others = [_tail(n, t, None) for n in ("gpu-a", "gpu-b", "gpu-d")]
+    others += [_tail(n, quiet, None, "kern.log") for n in ("gpu-a", "gpu-b", "gpu-d")]
+    app = _tail("gpu-c", t - timedelta(minutes=10), None)
+    seen = last_seen([*others, app, _tail("gpu-c", quiet, None, "kern.log")], NODES)
+    assert silent("gpu-c", seen, end, 120) is app
+    alive = _tail("gpu-c", t - timedelta(minutes=9), None, "kern.log")
+    assert silent("gpu-c", last_seen([*others, app, alive], NODES), end, 120) is None
+    # and nobody is silent when every log stopped together
+    assert silent("gpu-a", seen, end, 120) is None

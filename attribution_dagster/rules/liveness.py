@@ -204,24 +204,48 @@ def latest(seen: Seen, node: str) -> Observation | None:
 
 
 def silent(node: str, seen: Seen, end: datetime, gap_seconds: float) -> Observation | None:
-    """The last line of `node` when it stopped writing: in every kind of log it shares with
-    other nodes, its last line is at least `gap_seconds` before theirs (median), and before the
-    job end. Comparing like with like keeps a node that only has a quiet kern.log from looking
-    silent next to nodes with chatty training logs. None when not silent."""
-    mine = seen.get(node, {})
+    """The last line of `node` when it stopped writing: at least `gap_seconds` before the
+    job end and before the other nodes' last lines (median) in some kind of log it shares
+    with them, and in no shared kind of log writing on after theirs stopped. Comparing within
+    a kind of log keeps a node that only has a quiet kern.log from looking silent next to
+    nodes with chatty training logs; a log that went quiet on every node at once (a kern.log
+    with nothing to say) neither proves nor disproves it. None when not silent."""
+    last = latest(seen, node)
+    if last is None:
+        return None
     gap = timedelta(seconds=gap_seconds)
-    shared = 0
-    for key, o in mine.items():
+    # provably silent only: its latest possible time against the others' earliest
+    stopped = latest_time(last) + gap
+    if stopped > _utc(end):  # type: ignore[operator]
+        return None
+    shown = False
+    for key, o in seen.get(node, {}).items():
         others = [_utc(s[key].time) for n, s in seen.items() if n != node and key in s]
         if not others:
             continue
-        shared += 1
-        # provably silent only: its latest possible time against the others' earliest
-        if latest_time(o) + gap > statistics.median_low(others):  # type: ignore[type-var]
-            return None
-    last = latest(seen, node)
-    if not shared or last is None:
+        theirs = statistics.median_low(others)
+        if latest_time(o) >= theirs + gap:  # type: ignore[operator]
+            return None  # it wrote on in this log after the others had stopped: alive
+        shown = shown or stopped <= theirs  # type: ignore[operator]
+    return last if shown else None
+
+
+def lone_failed_exit(observations: Iterable[Observation]) -> Observation | None:
+    """The first exit of the one node whose tasks ended on their own (srun `Exited with exit
+    code N`, torchrun's child `exitcode: N`, 0 < N < 128), when no other node's task did:
+    the others were terminated after it (srun --kill-on-bad-exit, torchrun's teardown). When
+    nothing explains a failure, that node is where to look first. None when no node or
+    several nodes failed on their own, or a signal ended the task (a kill has a cause
+    elsewhere)."""
+    own = [
+        o
+        for o in observations
+        if o.kind in ("process_exit", "child_failed")
+        and isinstance(o.attrs.get("exit_code"), int)
+        and 0 < o.attrs["exit_code"] < 128  # type: ignore[operator]
+        and not o.attrs.get("signal")
+    ]
+    if len({o.node for o in own}) != 1:
         return None
-    if latest_time(last) + gap > _utc(end):  # type: ignore[operator]
-        return None
-    return last
+    timed = [o for o in own if o.time is not None]
+    return min(timed, key=lambda o: _utc(o.time)) if timed else own[0]  # type: ignore[arg-type,return-value]
