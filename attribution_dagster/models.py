@@ -261,7 +261,8 @@ class SourceCoverage(BaseModel):
         default_factory=list,
         exclude=True,
         description="the last timed line of each file read (last_of_file records; Loki: the "
-        "last bucket with lines of each stream, an interval): where each source stopped "
+        "last bucket with lines of each stream, an interval; pod logs: each container log's "
+        "last line, not for a log cut at max_bytes_per_pod): where each source stopped "
         "writing, for the engine's silence test; not serialized",
     )
 

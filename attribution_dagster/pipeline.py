@@ -84,7 +84,8 @@ def collect_evidence(
     case = case if case is not None else ctx.case_dir
     window = settings.window(ctx)
     # with the last_only anchors (training progress): each source keeps only where progress
-    # stops (files: the last such line of a file; Loki: the last ones per node)
+    # stops (files: the last such line of a file; Loki: the last ones per node; pod logs:
+    # the last one of each container log)
     anchors = catalog().anchors(last_only=True)
     records: list[RawRecord] = []
     samples: list[MetricSample] = []

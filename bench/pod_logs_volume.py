@@ -7,7 +7,12 @@ there is no pushed-down query to compare with: every byte of a pod's log since t
 start travels, up to `max_bytes_per_pod`, and the connector keeps only candidate lines.
 This measures that cost against a local server answering in the API's shapes (one pod per
 node, kubelet-timestamped lines, one XID line per pod, no previous containers, no events):
-requests, bytes received, lines kept, and the effect of the per-pod byte cap.
+requests, bytes received, lines kept, the CPU time of the client (`time.thread_time` of the
+calling thread: the fake server answers from its own threads and is not counted), and the
+effect of the per-pod byte cap. The anchors are the ones the pipeline passes
+(`catalog().anchors(last_only=True)`: with the training-progress literals, so remembering
+each log's last line and last progress line is in the numbers). Every 10th line is a
+Megatron iteration line.
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ def log_body(pod: str, lines: int) -> bytes:
         t = START + timedelta(seconds=i * 3600 / lines)
         text = (
             f"step {i} loss 2.{i % 97:02d} rank {pod}"
+            if i % 10
+            else f" iteration {i:>8}/  500000 | elapsed time per iteration (ms): 1843.2 | "
+            f"lm loss: 2.{i % 97:02d}E+00 |"
+        )
+        text = (
+            text
             if i != lines // 2
             else (
                 "NVRM: Xid (PCI:0000:91:00): 79, pid=4242, name=python, GPU has fallen off the bus."
@@ -93,14 +104,15 @@ def main() -> None:
         if cap:
             cfg["max_bytes_per_pod"] = cap
         client = PodLogsConfig.model_validate(cfg).client("bench")
-        t0 = time.perf_counter()
-        records, cov = client.fetch_logs(ctx, catalog().anchors(), window)
-        dt = time.perf_counter() - t0
+        t0, c0 = time.perf_counter(), time.thread_time()
+        records, cov = client.fetch_logs(ctx, catalog().anchors(last_only=True), window)
+        dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
         print(
             f"pod_logs, {args.nodes} pods x {args.lines} lines ({total / 1e6:.0f} MB of logs), "
             f"max_bytes_per_pod={cap or cfg.get('max_bytes_per_pod', 'default')}: "
             f"{cov.queries} requests, {cov.bytes / 1e6:.1f} MB received, {cov.lines} lines, "
-            f"{len(records)} kept, {dt:.1f} s; {'; '.join(cov.errors[:1])}"
+            f"{len(records)} kept, {len(cov.file_tails)} tails, {len(cov.file_progress)} "
+            f"progress, {dt:.2f} s wall, {cpu:.2f} s CPU; {'; '.join(cov.errors[:1])}"
         )
     fake.server.shutdown()
 

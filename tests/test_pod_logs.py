@@ -553,8 +553,14 @@ def test_sample_served_by_the_api_equals_the_sample_read_from_files(fake_http: A
         return sorted({(c.kind, c.node, c.time, c.role) for c in result.symptom_chain})
 
     assert obs_key(from_api) == obs_key(from_files)
-    root = [c for c in from_api.symptom_chain if c.role == "root_cause"]
-    assert root and root[0].evidence.locator.startswith("event default/gpu-node-22.")
+    root = {c.kind: c for c in from_api.symptom_chain if c.role == "root_cause"}
+    assert root["node_unreachable"].evidence.locator.startswith("event default/gpu-node-22.")
+    # and who fell first: gpu-node-22's pod log stops at 08:31:04, its last line the evidence
+    silent = root["node_silent"]
+    assert silent.node == "gpu-node-22" and silent.evidence.locator == (
+        "pod team-llm/pretrain-7b-q4m2x-worker-1-0-x9c4w container trainer @ "
+        "2026-11-21T08:31:04.415916000Z"
+    )
 
 
 def test_a_pod_listed_without_containers_is_described_first(fake_http: Any) -> None:

@@ -21,6 +21,15 @@ Every record keeps a locator a person can reopen: `pod <ns>/<pod> container <c> 
 <kubelet timestamp>` (`kubectl logs -n <ns> <pod> -c <c> [--previous] --timestamps`) or
 `event <ns>/<name>` (`kubectl get event -n <ns> <name> -o yaml`).
 
+Where each container log stops and its last training-progress line (the engine's silence and
+progress tests, rules/liveness.py) are remembered on the way, one line each, and land in the
+coverage's `file_tails` / `file_progress` as the files connector puts a file's: one entry per
+container log (pod, container, current or previous), `stream` the container name (pods of
+one job differ by name, their containers do not: like is compared with like), times exact
+(kubelet's). A log cut at `max_bytes_per_pod` or broken midway did not stop there: it gets
+neither; nor does a previous container's log when its container's current log could not be
+read to its end (its tail would pass for where the node stopped).
+
 What could not be read is said in the coverage: a pod that no longer exists (404), a log cut
 at `max_bytes_per_pod`, a request the API refused (401/403: not retryable) or that failed
 (5xx, timeouts: retryable). No Dagster import here.
@@ -175,10 +184,23 @@ class _Run:
         self.transient = self.transient or transient
 
 
+@dataclass
+class _Ends:
+    """Where one container log stops: its last timed line and its last progress line (the
+    records the engine's liveness reads), until the container's logs are known whole."""
+
+    previous: bool
+    tail: RawRecord | None = None
+    progress: RawRecord | None = None
+
+
 class _Matcher:
-    """Which lines to keep: any anchor literal, and how many continuation lines it asks for."""
+    """Which lines to keep: any anchor literal, and how many continuation lines it asks for;
+    which lines are training progress (`last_only` anchors: only a log's last one is kept)."""
 
     def __init__(self, anchors: Sequence[Anchor]) -> None:
+        last = sorted({a.literal for a in anchors if a.last_only}, key=len, reverse=True)
+        self._progress_rx = re.compile("|".join(map(re.escape, last))) if last else None
         anchors = [a for a in anchors if not a.last_only]  # progress: not every line of it
         lits = sorted({a.literal for a in anchors}, key=len, reverse=True)
         self._rx = re.compile("|".join(map(re.escape, lits))) if lits else None
@@ -186,6 +208,9 @@ class _Matcher:
 
     def hit(self, text: str) -> bool:
         return self._rx is not None and self._rx.search(text) is not None
+
+    def progress(self, text: str) -> bool:
+        return self._progress_rx is not None and self._progress_rx.search(text) is not None
 
     def context_after(self, text: str) -> int:
         return max((n for lit, n in self._context if lit in text), default=0)
@@ -348,6 +373,7 @@ class PodLogsClient:
         budget = self.config.max_bytes_per_pod
         read_any = False
         for container in pod.containers:
+            ends: list[_Ends] = []  # previous, then current: kept when the current one ended
             for previous in ([True, False] if self.config.previous else [False]):
                 if budget <= 0:
                     run.error(
@@ -356,12 +382,19 @@ class PodLogsClient:
                         f"{' (previous)' if previous else ''} not read"
                     )
                     continue
-                got = self._read_stream(run, pod, container, previous, budget, matcher)
+                got = self._read_stream(run, pod, container, previous, budget, matcher, ends)
                 if got is None:  # the pod is gone or the API refused: stop with this pod
                     return
                 if got >= 0:
                     read_any = True
                     budget -= got
+            current_whole = bool(ends) and not ends[-1].previous  # the current log: whole
+            if current_whole:  # where each of the container's logs stops (engine: liveness)
+                for e in ends:
+                    if e.tail is not None:
+                        run.cov.file_tails.append(e.tail)
+                    if e.progress is not None:
+                        run.cov.file_progress.append(e.progress)
         if read_any:
             run.cov.pods_read.append(pod.ref)
         elif pod.ref not in run.cov.pods_missing:
@@ -369,9 +402,10 @@ class PodLogsClient:
 
     def _read_stream(
         self, run: _Run, pod: _Pod, container: str, previous: bool, budget: int,
-        matcher: _Matcher,
+        matcher: _Matcher, ends: list[_Ends],
     ) -> int | None:
-        """Bytes read from one container log (-1: nothing to read there; None: stop this pod)."""
+        """Bytes read from one container log (-1: nothing to read there; None: stop this pod).
+        A log read to its end appends where it stops to `ends`."""
         what = f"logs of pod {pod.ref} container {container}" + (" (previous)" if previous else "")
         run.cov.queries += 1
         try:
@@ -400,26 +434,33 @@ class PodLogsClient:
             self._fail(run, what, exc, pod=pod.ref)
             return None if status in (401, 403) else -1
         run.ok_queries += 1
-        got, stopped = self._scan_stream(run, resp, pod, container, previous, matcher, what)
+        got, stopped, end = self._scan_stream(run, resp, pod, container, previous, matcher, what)
         if got >= budget and not stopped:
             run.error(
                 f"pod {pod.ref} container {container}{' (previous)' if previous else ''}: "
                 f"log cut at max_bytes_per_pod ({self.config.max_bytes_per_pod} bytes); "
-                "later lines not read"
+                "later lines not read, where it stops is not known"
             )
+        elif end is not None:  # read to its end (or past the window): where it stops is known
+            ends.append(end)
         run.cov.files += 1
         return got
 
     def _scan_stream(
         self, run: _Run, resp: Any, pod: _Pod, container: str, previous: bool,
         matcher: _Matcher, what: str,
-    ) -> tuple[int, bool]:
-        """(bytes read, stopped early because a line was past the window end)."""
+    ) -> tuple[int, bool, _Ends | None]:
+        """(bytes read, stopped early because a line was past the window end, where the log
+        stops: its last timed line and last progress line; None when the stream broke)."""
         cov, window = run.cov, run.window
         tag = f"pod {pod.ref} container {container}" + (" previous" if previous else "")
         recs: list[dict[str, Any]] = []  # RawRecord fields; continuation lines still come
         pending: list[list[Any]] = []  # [record fields, lines still wanted]
         got, stopped, lineno = 0, False, 0
+        # the last timed line and the last progress line: (stamp, time, text); one each
+        tail: tuple[str, datetime, str] | None = None
+        prog: tuple[str | None, datetime | None, str, int] | None = None
+        broken = False
         try:
             for raw in _lines(resp):
                 got += len(raw) + 1
@@ -438,6 +479,10 @@ class PodLogsClient:
                     text = body.decode("utf-8", "replace")
                 text = text.rstrip("\r")
                 when = _parse_ts(stamp)
+                if when is not None:
+                    tail = (stamp, when, text)  # type: ignore[assignment]
+                if matcher.progress(text):
+                    prog = (stamp, when, text, lineno)
                 if pending:
                     for item in pending:
                         item[0]["text"] += "\n" + text
@@ -467,12 +512,29 @@ class PodLogsClient:
                     pending.append([rec, need])
         except Exception as exc:  # noqa: BLE001 - a stream cut midway keeps what it gave
             self._fail(run, what + " (stream cut)", exc, pod=pod.ref)
+            broken = True
         finally:
             _close(resp)
             cov.bytes += got
         run.records.extend(RawRecord(**rec) for rec in recs)
         cov.records += len(recs)
-        return got, stopped
+        if broken:
+            return got, stopped, None
+        end = _Ends(previous=previous)
+        if tail is not None:
+            stamp, when, text = tail
+            end.tail = RawRecord(
+                source=self.name, node=pod.node, locator=f"{tag} @ {stamp}", time=when,
+                text=text, stream=container, last_of_file=True,
+            )  # fmt: skip
+        if prog is not None:
+            stamp, when, text, at = prog
+            end.progress = RawRecord(
+                source=self.name, node=pod.node, locator=f"{tag} @ {stamp or f'line {at}'}",
+                time=when, time_quality="exact" if when is not None else "unknown",
+                text=text, stream=container,
+            )  # fmt: skip
+        return got, stopped, end
 
     # -- events ---------------------------------------------------------------------------
     def _read_events(self, run: _Run, pods: list[_Pod], matcher: _Matcher) -> None:

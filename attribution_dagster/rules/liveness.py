@@ -9,7 +9,8 @@ Pure functions over a job's observations, used by the rule engine before it rank
   closed or reset) are symptoms about that peer. When most reporting nodes name one node, that
   node is where the failure started.
 - `last_seen` / `silent`: where each node's logs stop (the last timed line of each of its files,
-  `log_last_line`, and any timed line of its own); a node that stopped writing well before the
+  `log_last_line`, and any timed line of its own; not a Kubernetes Event about it, which the
+  control plane writes when the node is gone); a node that stopped writing well before the
   others is silent. A `log_last_line` may be an interval (`time` .. `time_latest`: a log store
   counted lines per bucket, Loki's `count_over_time`): silence then has to hold for its latest
   possible time against the others' earliest.
@@ -134,21 +135,30 @@ def converge(
 
 
 _DIGITS = re.compile(r"\d+")
+# the random suffix Kubernetes appends to a generated name (pods of a Job / JobSet:
+# `<job>-<index>-x9c4w`; utilrand.String's alphabet, no vowels, no 0 1 3), before the digits
+# are folded: logs saved per pod (`<pod>.log`) are the same kind of log on every node
+_GENERATED = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}(?=\.[a-z]+$|$)")
+
+
+def _fold(name: str) -> str:
+    return _DIGITS.sub("#", _GENERATED.sub("-*", name))
 
 
 def stream_key(locator: str) -> str:
     """Which kind of log a locator points into, comparable across nodes: the file name with
-    digits folded (`workers-0-3_pytorch.log`, `slurm-4812.out`, `app.log`)."""
+    digits folded (`workers-0-3_pytorch.log`, `slurm-4812.out`, `app.log`, a pod's
+    `job-worker-1-0-x9c4w.log`)."""
     path = locator.rsplit(":", 1)[0]
-    return _DIGITS.sub("#", path.rsplit("/", 1)[-1])
+    return _fold(path.rsplit("/", 1)[-1])
 
 
 def _key(o: Observation) -> str:
-    """A `log_last_line` names its stream (file name, or a log store's stream label: its
-    locator may be a query); other lines are keyed by their locator's file."""
+    """A `log_last_line` names its stream (file name, or a log store's stream label, or a
+    container: its locator may be a query); other lines are keyed by their locator's file."""
     stream = o.attrs.get("stream") if o.kind == "log_last_line" else None
     if isinstance(stream, str) and stream:
-        return _DIGITS.sub("#", stream)
+        return _fold(stream)
     return stream_key(o.locator)
 
 
@@ -179,6 +189,8 @@ def last_seen(observations: Iterable[Observation], nodes: Iterable[str]) -> Seen
             continue
         if o.attrs.get("origin") in ("dcgm", "metric", "prometheus"):
             continue  # an exporter keeps scraping a node whose workload is gone
+        if "event_reason" in o.attrs:
+            continue  # a Kubernetes Event: the control plane writing about the node, not it
         key = _key(o)
         cur = out[o.node].get(key)
         if cur is None or latest_time(o) > latest_time(cur):
