@@ -45,6 +45,8 @@ from attribution_dagster.models import (
     SourceCoverage,
     Suspect,
 )
+from attribution_dagster.nodes import NodeIndex
+from attribution_dagster.rules import clocks
 from attribution_dagster.rules.liveness import (
     converge,
     last_seen,
@@ -320,6 +322,7 @@ class RuleEngine:
     ) -> AttributionResult:
         settings = settings or AnalysisSettings()
         notes: list[str] = []
+        observations = self._clocks(ctx, observations, settings, notes)
         kept = self._in_scope(ctx, observations, settings, notes)
         if ctx.state in STATES_AS_EVIDENCE:
             kept.append(self._job_state(ctx))
@@ -585,6 +588,20 @@ class RuleEngine:
         return merged
 
     # ---- steps ----------------------------------------------------------------------
+
+    @staticmethod
+    def _clocks(
+        ctx: ExecutionContext,
+        observations: list[Observation],
+        settings: AnalysisSettings,
+        notes: list[str],
+    ) -> list[Observation]:
+        """Correct nodes whose clock is off by more than the skew tolerance, learned from
+        lines all nodes log at one instant (clocks.py); everything after reads true times."""
+        resolve = NodeIndex.of(ctx).resolve
+        est = clocks.estimate(clocks.anchors_of(observations, resolve), settings.skew_seconds)
+        notes.extend(est.notes)
+        return clocks.apply(observations, est.offsets, resolve)
 
     def _in_scope(
         self,
