@@ -20,8 +20,8 @@ Estimation (`estimate`), pure and deterministic:
    (the median of their times minus their offsets), else to its own median;
 3. a node's offset is the median of its per-group offsets. It is applied only when it is
    larger than the tolerance and every group agrees on it within the tolerance; a node whose
-   groups disagree (its clock stepped mid-job, or a group was not one event) is left as
-   logged, with a note saying why.
+   groups disagree by more than the tolerance (its clock stepped mid-job, or a group was not
+   one event) is left as logged, with a note saying why.
 
 `apply` shifts the observations a node's clock stamped (time and time_latest) by -offset.
 Times from elsewhere (Prometheus samples, Kubernetes Events, cluster-level logs) keep theirs.
@@ -106,8 +106,10 @@ def estimate(anchors: Iterable[Anchor], tolerance: float) -> ClockEstimate:
         seen = groups[(a.anchor, a.key)]
         if a.node not in seen or a.time < seen[a.node]:
             seen[a.node] = a.time
+    rank = {a: i for i, a in enumerate(ANCHOR_LABELS)}  # ties: a step launch before NCCL init
     usable = sorted(
-        ((g, t) for g, t in groups.items() if len(t) >= 2), key=lambda gt: (-len(gt[1]), gt[0])
+        ((g, t) for g, t in groups.items() if len(t) >= 2),
+        key=lambda gt: (-len(gt[1]), rank.get(gt[0][0], len(rank)), min(gt[1].values()), gt[0]),
     )
     est = ClockEstimate(groups=len(usable))
     per_node: dict[str, list[tuple[float, tuple[str, str], int]]] = defaultdict(list)
@@ -126,12 +128,6 @@ def estimate(anchors: Iterable[Anchor], tolerance: float) -> ClockEstimate:
         seen = per_node[node]
         offs = [o for o, _, _ in seen]
         off = statistics.median(offs)
-        if abs(off) <= tolerance:
-            continue
-        (g, size) = max(((g, n) for _, g, n in seen), key=lambda gn: gn[1])
-        where = f"{_label(*g)}, {size} nodes"
-        if len(seen) > 1:
-            where += f"; {len(seen) - 1} more anchor(s)"
         if max(offs) - min(offs) > tolerance:
             lo = min(seen, key=lambda s: s[0])
             hi = max(seen, key=lambda s: s[0])
@@ -141,6 +137,12 @@ def estimate(anchors: Iterable[Anchor], tolerance: float) -> ClockEstimate:
                 f"{_secs(tolerance)} s skew tolerance apart): its times are read as logged"
             )
             continue
+        if abs(off) <= tolerance:
+            continue
+        _, g, size = seen[0]  # the widest group it is in (groups come widest first)
+        where = f"{_label(*g)}, {size} nodes"
+        if len(seen) > 1:
+            where += f"; {len(seen) - 1} more anchor(s)"
         est.offsets[node] = off
         side = "ahead of" if off > 0 else "behind"
         est.notes.append(
