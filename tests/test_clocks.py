@@ -81,6 +81,11 @@ def test_only_a_smaller_group_still_corrects_relative_to_its_median() -> None:
     assert est.offsets == {"d": 20.0}
 
 
+def test_a_two_node_group_splits_the_gap() -> None:
+    est = estimate(_group("slurm_step", "3.0", T0, {"a": 0, "b": 40}), tolerance=5)
+    assert est.offsets == {"a": -20.0, "b": 20.0}  # which one is wrong is unknowable
+
+
 def test_the_tolerance_is_respected() -> None:
     anchors = _group("slurm_step", "1.0", T0, {"a": 0, "b": 0, "c": 7})
     assert estimate(anchors, tolerance=5).offsets == {"c": 7.0}
@@ -134,6 +139,9 @@ def test_apply_shifts_what_the_node_clock_stamped_and_nothing_else() -> None:
     assert out[2].time == t and out[3].time == t  # a scrape, an API server's Event
     assert out[4].time == t and out[5].time == back  # the clock of the file the line is in
     assert out[6] is peer
+    before_any = _obs("traceback", "d", None, time_quality="unknown", time_latest=t)
+    (shifted,) = apply([before_any], {"d": 90.0}, resolve)
+    assert shifted.time is None and shifted.time_latest == back
     assert apply([own], {}, resolve)[0] is own
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -43,6 +43,7 @@ ANCHOR_LABELS = {"slurm_step": "slurmd step launch", "nccl_init": "NCCL init of 
 CLUSTER = "*cluster*"  # nodes.CLUSTER_NODE: a line from no job node (controller, API server)
 # observations whose time another machine stamped (a scrape, an API server's Event)
 FOREIGN_ORIGINS = {"dcgm", "metric", "prometheus"}
+Resolve = Callable[[str], "str | None"]  # a host name -> the job node it names (NodeIndex)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def clock_node(o: Observation) -> str | None:
     return None if node == CLUSTER else node
 
 
-def anchors_of(observations: Iterable[Observation], resolve) -> list[Anchor]:  # type: ignore[no-untyped-def]
+def anchors_of(observations: Iterable[Observation], resolve: Resolve) -> list[Anchor]:
     """Exact-time clock anchors; `resolve` maps a node name to a job node (or None)."""
     out: list[Anchor] = []
     for o in observations:
@@ -153,7 +154,9 @@ def estimate(anchors: Iterable[Anchor], tolerance: float) -> ClockEstimate:
     return est
 
 
-def apply(observations: list[Observation], offsets: dict[str, float], resolve) -> list[Observation]:  # type: ignore[no-untyped-def]
+def apply(
+    observations: list[Observation], offsets: dict[str, float], resolve: Resolve
+) -> list[Observation]:
     """Observations with the times each node's clock stamped shifted by -offset."""
     if not offsets:
         return observations
@@ -162,12 +165,17 @@ def apply(observations: list[Observation], offsets: dict[str, float], resolve) -
         node = clock_node(o)
         node = resolve(node) if node is not None else None
         off = offsets.get(node) if node is not None else None
-        if not off or o.time is None:
+        if not off:
             out.append(o)
             continue
         shift = timedelta(seconds=-off)
-        update = {"time": o.time + shift}
-        if o.time_latest is not None:
+        update: dict[str, datetime] = {}
+        if o.time is not None and o.time_quality != "unknown":
+            update["time"] = o.time + shift
+        if o.time_latest is not None:  # the next timed line of the same file: same clock
             update["time_latest"] = o.time_latest + shift
+        if not update:
+            out.append(o)
+            continue
         out.append(o.model_copy(update=update))
     return out
