@@ -234,3 +234,27 @@ def test_node_whose_processes_exited_on_their_own_is_not_silent_node_down() -> N
     r = run(ctx(), obs)
     assert (r.status, r.category, r.suspect_nodes) == ("attributed", "app.error", ["gpu-03"])
     assert all(lk.kind != "node_silent" for lk in r.symptom_chain)
+
+
+def _exit(node: str, minute: float, code: int, how: str = "Exited with exit code") -> Observation:
+    signal = {"Terminated": 15, "Killed": 9}.get(how)
+    attrs: dict[str, Any] = {"exit_code": code, "how": how}
+    if signal:
+        attrs["signal"] = signal
+    return ob("process_exit", node, minute, attrs=attrs)
+
+
+def test_the_lone_task_that_failed_on_its_own_is_where_to_look():
+    """Nothing explains the failure, but one node's task exited by itself (exit code 1) and
+    srun terminated the others after it: unattributed, that node named; two nodes failing
+    on their own, or a kill, name nobody."""
+    lone = [_exit("gpu-03", 30, 1), _exit("gpu-01", 30.1, 0, "Terminated")]
+    lone += [_exit("gpu-02", 30.1, 0, "Terminated"), _exit("gpu-04", 30.1, 0, "Terminated")]
+    r = ENGINE.attribute(ctx(), lone, [])
+    assert r.status == "unattributed" and r.category is None
+    assert r.suspect_nodes == ["gpu-03"]
+    assert "first task to fail on its own ran on gpu-03" in r.summary
+    both = [_exit("gpu-03", 30, 1), _exit("gpu-01", 30.2, 1)]
+    assert ENGINE.attribute(ctx(), both, []).suspect_nodes == []
+    killed = [_exit("gpu-03", 30, 137, "Killed"), _exit("gpu-01", 30.2, 0, "Terminated")]
+    assert ENGINE.attribute(ctx(), killed, []).suspect_nodes == []

@@ -55,6 +55,7 @@ from attribution_dagster.rules.liveness import (
     latest_time,
     learn_addresses,
     learn_ranks,
+    lone_failed_exit,
     peer_node,
     silent,
 )
@@ -130,6 +131,9 @@ def _gpu_ref(obs: Observation) -> str:
         return f"GPU {obs.pci}"
     if obs.gpu is not None:
         return f"GPU {obs.gpu}"
+    device = obs.attrs.get("device")
+    if isinstance(device, str) and device.startswith(("GPU-", "MIG-")):  # device plugin UUID
+        return device
     return "GPU (unidentified)"
 
 
@@ -1109,6 +1113,12 @@ class RuleEngine:
                 f"; the other nodes' errors point at {pointed}, which shows no fault in the "
                 "evidence read: look there first"
             )
+        elif (first := lone_failed_exit(s.obs for s in symptoms)) is not None:
+            pointed = first.node
+            summary += (
+                f"; the first task to fail on its own ran on {pointed} (exit code "
+                f"{first.attrs['exit_code']}), the others were ended after it: look there first"
+            )
         return AttributionResult(
             status="unattributed",
             category=None,
@@ -1411,7 +1421,9 @@ _READING = [
     "silence -> node.down). When it shows nothing, the result is unattributed with that node "
     "in `suspect_nodes` as where to look. Errors toward many unrelated peers, or links that "
     "actually went down, stay `network.fabric`; a SIGKILL with no OOM line, XID or scheduler "
-    "verdict is no cause.",
+    "verdict is no cause. Without such a pointer, an unattributed result still names the one "
+    "node whose task ended on its own (srun `Exited with exit code N`, torchrun `exitcode: N`, "
+    "0 < N < 128) when every other node's task was terminated after it.",
     "",
     "**Silent nodes.** The files scanner reports each file's last timed line (found by the "
     "backward searches it already makes); Loki reports each stream's last bucket with lines "

@@ -216,3 +216,24 @@ def silent(node: str, seen: Seen, end: datetime, gap_seconds: float) -> Observat
             return None  # it wrote on in this log after the others had stopped: alive
         shown = shown or stopped <= theirs  # type: ignore[operator]
     return last if shown else None
+
+
+def lone_failed_exit(observations: Iterable[Observation]) -> Observation | None:
+    """The first exit of the one node whose tasks ended on their own (srun `Exited with exit
+    code N`, torchrun's child `exitcode: N`, 0 < N < 128), when no other node's task did:
+    the others were terminated after it (srun --kill-on-bad-exit, torchrun's teardown). When
+    nothing explains a failure, that node is where to look first. None when no node or
+    several nodes failed on their own, or a signal ended the task (a kill has a cause
+    elsewhere)."""
+    own = [
+        o
+        for o in observations
+        if o.kind in ("process_exit", "child_failed")
+        and isinstance(o.attrs.get("exit_code"), int)
+        and 0 < o.attrs["exit_code"] < 128  # type: ignore[operator]
+        and not o.attrs.get("signal")
+    ]
+    if len({o.node for o in own}) != 1:
+        return None
+    timed = [o for o in own if o.time is not None]
+    return min(timed, key=lambda o: _utc(o.time)) if timed else own[0]  # type: ignore[arg-type,return-value]

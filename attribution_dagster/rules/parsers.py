@@ -194,6 +194,8 @@ def _convert(value: str | None, typ: str) -> Any:
             return normalize_pci(value, short=False)
         if typ == "lower":
             return value.strip().lower()
+        if typ == "ibport":  # NCCL's `mlx5_3:1` -> `mlx5_3/1`, as node_exporter's device/port
+            return value.strip().replace(":", "/")
         if typ == "bool":
             # a group that matched says "yes" (`(?P<fd>failure detected by watchdog)`), unless
             # its text is itself a false word
