@@ -331,6 +331,8 @@ OBSERVATION_KINDS: dict[str, str] = {
     "store); `peer` names it (IP, IP:port or host name)",
     "node_address": "an address a job node uses, from the job's own logs (NCCL `Bootstrap : "
     "Using <if>:<ip>`, `NET/IB ... OOB <if>:<ip>`); attrs.address: resolves peers",
+    "clock_anchor": "a line every node of a job logs at the same true instant (slurmd step "
+    "launch, NCCL communicator Init COMPLETE); attrs anchor, key: the engine learns clock offsets",
     # collective / launcher symptoms
     "collective_timeout": "PyTorch NCCL watchdog caught a collective timeout",
     "watchdog_failure": "PyTorch watchdog tore the process down",

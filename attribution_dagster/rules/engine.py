@@ -5,8 +5,9 @@
 
 Steps (each visible in `attribute`):
 
-1. keep observations on the job's nodes inside [start - lead, end + lag]; add the scheduler's
-   final state as a `job_state` observation;
+1. correct the times of a node whose clock is off, learned from lines all nodes log at one
+   instant (clocks.py); keep observations on the job's nodes inside [start - lead, end + lag];
+   add the scheduler's final state as a `job_state` observation;
 2. classify each by the first applicable rule (file order = precedence): cause, symptom, noise;
 3. group causes into candidates by (category, node), or by category for job-wide rules, and
    fold the same fault on many nodes at once into one *shared* candidate (switch, storage);
@@ -45,6 +46,8 @@ from attribution_dagster.models import (
     SourceCoverage,
     Suspect,
 )
+from attribution_dagster.nodes import NodeIndex
+from attribution_dagster.rules import clocks
 from attribution_dagster.rules.liveness import (
     converge,
     last_seen,
@@ -324,6 +327,7 @@ class RuleEngine:
     ) -> AttributionResult:
         settings = settings or AnalysisSettings()
         notes: list[str] = []
+        observations = self._clocks(ctx, observations, settings, notes)
         kept = self._in_scope(ctx, observations, settings, notes)
         if ctx.state in STATES_AS_EVIDENCE:
             kept.append(self._job_state(ctx))
@@ -589,6 +593,20 @@ class RuleEngine:
         return merged
 
     # ---- steps ----------------------------------------------------------------------
+
+    @staticmethod
+    def _clocks(
+        ctx: ExecutionContext,
+        observations: list[Observation],
+        settings: AnalysisSettings,
+        notes: list[str],
+    ) -> list[Observation]:
+        """Correct nodes whose clock is off by more than the skew tolerance, learned from
+        lines all nodes log at one instant (clocks.py); everything after reads true times."""
+        resolve = NodeIndex.of(ctx).resolve
+        est = clocks.estimate(clocks.anchors_of(observations, resolve), settings.skew_seconds)
+        notes.extend(est.notes)
+        return clocks.apply(observations, est.offsets, resolve)
 
     def _in_scope(
         self,
@@ -1360,6 +1378,23 @@ def render_markdown(engine: RuleEngine) -> str:
 
 
 _READING = [
+    "**Clock offsets.** Ordering causes before symptoms trusts each node's clock, within "
+    "`skew_seconds`. A larger offset is learned from lines every node of a job logs at one "
+    "true instant (`clock_anchor`): slurmd's `launch task StepId=<job>.<step>` (a step launch "
+    "fans out to all its nodes within a second) and NCCL's `commId 0x<id> - Init COMPLETE` "
+    "(all ranks leave init together); only lines with their own time count. Lines with the "
+    "same step or commId on two or more nodes form a group; groups covering the most nodes "
+    "come first. A node's offset is its time minus the group's median (a later group is "
+    "referenced to the nodes already estimated), the median over its groups. When it exceeds "
+    "the skew tolerance and all its groups agree within the tolerance, every time that node's "
+    "clock stamped (its log lines, and their intervals) is shifted by -offset before anything "
+    "else reads them; Prometheus samples, Kubernetes Events and cluster-level lines keep "
+    "theirs. A note says so (`gpu-l-24's clock reads 90 s ahead of the others (slurmd step "
+    "launch 1300130.0, 4 nodes): its times are corrected by -90 s`). The chain and evidence "
+    "`time` fields show corrected times; the evidence excerpt and locator still quote the raw "
+    "line with the time it was logged at. A node whose groups disagree by more than the "
+    "tolerance (its clock stepped mid-job) is not corrected, and the note says why.",
+    "",
     "**Untimed lines are intervals.** A line without its own timestamp (NCCL and PyTorch "
     "output, tracebacks, srun messages) was written after the previous timed line of its file "
     "and before the next one (or the job end); a line in a file with no timed line at all lies "
