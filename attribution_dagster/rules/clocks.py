@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from attribution_dagster.models import Observation
+from attribution_dagster.nodes import CLUSTER_NODE
 
 ANCHOR_KIND = "clock_anchor"
 ANCHOR_LABELS = {"slurm_step": "slurmd step launch", "nccl_init": "NCCL init of comm"}
-CLUSTER = "*cluster*"  # nodes.CLUSTER_NODE: a line from no job node (controller, API server)
 # observations whose time another machine stamped (a scrape, an API server's Event)
 FOREIGN_ORIGINS = {"dcgm", "metric", "prometheus"}
 Resolve = Callable[[str], "str | None"]  # a host name -> the job node it names (NodeIndex)
@@ -82,7 +82,7 @@ def clock_node(o: Observation) -> str | None:
         return None
     logged_on = o.attrs.get("logged_on")
     node = str(logged_on) if isinstance(logged_on, str) and logged_on else o.node
-    return None if node == CLUSTER else node
+    return None if node == CLUSTER_NODE else node  # a line from no job node (controller)
 
 
 def anchors_of(observations: Iterable[Observation], resolve: Resolve) -> list[Anchor]:
