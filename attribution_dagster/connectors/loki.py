@@ -822,6 +822,27 @@ class LokiClient:
                 "read (raise max_entries_per_query and Loki's max_entries_limit_per_query)"
             )
 
+    def _backward(
+        self, st: _Fetch, query: str, t: int, step: int, limit: int, what: str
+    ) -> list[_Entry] | None:
+        """The newest `limit` lines of `query` in the bucket ending at `t` (ns), or None with
+        the error in coverage (liveness reads never fail the fetch)."""
+        params: list[tuple[str, str | int]] = [
+            ("query", query),
+            ("direction", "backward"),
+            ("start", t - step),  # both bucket ends: Loki's range is (t - step, t]
+            ("end", t + 1),
+            ("limit", limit),
+        ]
+        try:
+            entries = self._entries(self._call(st, QUERY_RANGE, params), st)
+        except (_Fatal, _Shrink) as exc:
+            st.cov.errors.append(f"{what} (liveness): {exc}")
+            st.cov.retryable = st.cov.retryable or getattr(exc, "transient", False)
+            return None
+        st.ok_queries += 1
+        return entries
+
     def _entries(self, data: Any, st: _Fetch) -> list[_Entry]:
         if not isinstance(data, dict) or data.get("resultType") != "streams":
             what = data.get("resultType") if isinstance(data, dict) else type(data).__name__
@@ -1034,20 +1055,7 @@ class LokiClient:
             rec = st.cov.file_tails[i]
             t = to_ns(rec.time_latest)  # type: ignore[arg-type]
             selector = rec.locator.removeprefix("count_over_time(").rsplit(" [", 1)[0]
-            params: list[tuple[str, str | int]] = [
-                ("query", selector),
-                ("direction", "backward"),
-                ("start", t - step),
-                ("end", t + 1),
-                ("limit", 1),
-            ]
-            try:
-                entries = self._entries(self._call(st, QUERY_RANGE, params), st)
-            except (_Fatal, _Shrink) as exc:
-                st.cov.errors.append(f"last line of {node} (liveness): {exc}")
-                st.cov.retryable = st.cov.retryable or getattr(exc, "transient", False)
-                continue
-            st.ok_queries += 1
+            entries = self._backward(st, selector, t, step, 1, f"last line of {node}")
             if not entries:
                 continue
             labels, _, ts, line = max(entries, key=lambda e: e[2])
@@ -1201,21 +1209,9 @@ class LokiClient:
             reads.append((t, tuple(batch), min(total, st.limit)))
         skipped = reads[self.config.max_progress_queries :]
         for t, group_nodes, limit in reads[: self.config.max_progress_queries]:
-            params: list[tuple[str, str | int]] = [
-                ("query", self.query_text(st, group_nodes, literals)),
-                ("direction", "backward"),
-                ("start", t - step),  # both bucket ends: Loki's range is (t - step, t]
-                ("end", t + 1),
-                ("limit", limit),
-            ]
-            try:
-                entries = self._entries(self._call(st, QUERY_RANGE, params), st)
-            except (_Fatal, _Shrink) as exc:
-                st.cov.errors.append(f"last progress lines (liveness): {exc}")
-                st.cov.retryable = st.cov.retryable or getattr(exc, "transient", False)
-                continue
-            st.ok_queries += 1
-            for labels, _, ts, line in entries:
+            query = self.query_text(st, group_nodes, literals)
+            entries = self._backward(st, query, t, step, limit, "last progress lines")
+            for labels, _, ts, line in entries or []:
                 node = st.index.resolve(labels.get(self.config.node_label))
                 if node is None:
                     continue
