@@ -669,6 +669,7 @@ _PREFIX = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
     r"|\[ {0,12}\d{1,12}\.\d{1,9}\])\s{1,4}"
+    r"(?:std(?:out|err) [PF] )?"  # CRI container log: stream, partial/full tag
     r"(?:[\w.-]{1,64} [\w./-]{1,64}(?:\[\d{1,10}\])?: )?)?"
     r"(?:\d{1,6}: )?(?:\[(?:rank|default)\d{0,7}\]:\s?)?"
 )
