@@ -479,6 +479,17 @@ def decode_kernel_what(groups: dict[str, str | None], text: str, draft: Draft) -
     return False
 
 
+@decoder("what")
+def decode_what(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """attrs.what = the name (without `w_`) of the first `w_*` group that matched, so one
+    regex with alternatives says which of them it saw (`(?P<w_driver_not_loaded>...)`)."""
+    for name, value in groups.items():
+        if value is not None and name.startswith("w_"):
+            draft["attrs"]["what"] = name[2:]
+            break
+    return True
+
+
 _DISRUPTION = {
     "PreemptionByScheduler": "preempted",
     "PreemptionByKubeScheduler": "preempted",
@@ -761,6 +772,7 @@ DECODER_ATTRS: dict[str, list[str]] = {
     ],
     "slurm_cancel": ["reason"],
     "kernel_what": ["what"],
+    "what": ["what"],
     "k8s_evicted": ["reason", "resource"],
     "io_error": ["what", "device"],
     "torch_ranks": ["global_rank", "rank", "pg"],
