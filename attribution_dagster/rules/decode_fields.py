@@ -9,6 +9,7 @@ to treat every group as optional.
 
 from __future__ import annotations
 
+import json
 import re
 import signal as _signal
 from collections.abc import Callable
@@ -686,8 +687,36 @@ _PREFIX = re.compile(
 )
 
 
+# The message field of a JSON log line (Fluent Bit / docker `log`, Vector `message`, journald
+# `MESSAGE`, zap / logrus `msg`): a key right after `{` or `,` (one inside an escaped string
+# follows a backslash), its string value with JSON escapes.
+_JSON_MSG = re.compile(
+    r'[{,]\s{0,4}"(?:log|message|MESSAGE|msg)"\s{0,2}:\s{0,2}"((?:[^"\\]|\\.){0,65536})"'
+)
+
+
+def json_message(line: str) -> str | None:
+    """The message of a JSON log line (`{"log": "...", ...}`), unescaped, or None when the
+    line is not one. Only lines starting with `{` are looked at."""
+    if not line.lstrip(" \t")[:1] == "{":
+        return None
+    m = _JSON_MSG.search(line)
+    if m is None:
+        return None
+    try:
+        msg = json.loads(f'"{m.group(1)}"')
+    except ValueError:
+        msg = m.group(1)
+    return msg.rstrip("\r\n")
+
+
 def strip_prefix(line: str) -> str:
-    """The line without timestamp / host / srun / torchrun prefixes."""
+    """The line without timestamp / host / srun / torchrun prefixes; a JSON log line's
+    message field (without its own prefixes)."""
+    if line[:1] in "{ \t":
+        msg = json_message(line)
+        if msg is not None:
+            line = msg.split("\n", 1)[0]
     m = _PREFIX.match(line)
     return line[m.end() :] if m and m.end() else line
 
