@@ -187,3 +187,10 @@ def test_parsers_read_the_message_of_a_json_line() -> None:
     assert json_message(line) == '[rank3]: ValueError: bad "x"'
     assert strip_prefix(line) == 'ValueError: bad "x"'
     assert json_message("ValueError: plain") is None
+
+
+def test_fabric_manager_stamp_carries_its_year(parser: TimestampParser) -> None:
+    """NVIDIA Fabric Manager's log prefix (`[Jul 23 2024 07:53:55] [ERROR] [tid 841] ...`, as
+    quoted by leptonai/gpud) names the year, so it is not inferred from the job start."""
+    line = b"[Jul 23 2024 07:53:55] [ERROR] [tid 841] detected NVSwitch fatal error 20034"
+    assert parser.parse_line(line) == utc(2024, 7, 23, 7, 53, 55)

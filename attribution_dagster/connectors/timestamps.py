@@ -16,6 +16,7 @@ an srun task label `12: `, more blanks and an opening `[`: Megatron-LM prints
   more than ~6 months after the start belongs to the previous year, more than ~6 months
   before it to the next: a December line for a January job is last year's);
 - `dmesg -T`: `[Mon Nov  2 10:03:11 2026] ...`, in `log_timezone`;
+- NVIDIA Fabric Manager: `[Jul 23 2024 07:53:55] [ERROR] [tid 841] ...`, in `log_timezone`;
 - glog / PyTorch c10 prefixes: `[rank3]:[E1102 10:03:11.123456789 ProcessGroupNCCL.cpp:697]`,
   `E0813 08:21:22.980000 1245483 torch/...`, year inferred like syslog, in `log_timezone`.
 
@@ -68,8 +69,10 @@ _BODY = (
     rb"(?P<th>\d\d):(?P<tmi>\d\d):(?P<ts>\d\d) (?P<ty>\d{4})\]"
     rb"|"
     # RFC 3164 syslog: month day time (no year)
+    # (NVIDIA Fabric Manager: `[Jul 23 2024 07:53:55]`, the year between day and time)
     rb"(?P<bmon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<bd>\d{1,2}) "
-    rb"(?P<bh>\d\d):(?P<bmi>\d\d):(?P<bs>\d\d)(?:\.(?P<bf>\d{1,6}))?(?= )"
+    rb"(?:(?P<by>\d{4}) )?"
+    rb"(?P<bh>\d\d):(?P<bmi>\d\d):(?P<bs>\d\d)(?:\.(?P<bf>\d{1,6}))?(?=[ \]])"
     rb"|"
     # glog / PyTorch c10: severity letter, [M]MDD, time (no year): `[rank3]:[E1102 10:10:30.1234`
     rb"[IWEF](?P<gmd>[01]?\d[0-3]\d) (?P<gh>\d\d):(?P<gmi>\d\d):(?P<gs>\d\d)"
@@ -191,6 +194,8 @@ class TimestampParser:
         g = m.group
         month, day = _MONTHS[g("bmon")], int(g("bd"))
         hms = int(g("bh")), int(g("bmi")), int(g("bs"))
+        if g("by") is not None:
+            return datetime(int(g("by")), month, day, *hms, _micros(g("bf")), tzinfo=self.zone)
         return self._near_reference(month, day, hms, _micros(g("bf")))
 
     def _near_reference(
