@@ -316,6 +316,8 @@ OBSERVATION_KINDS: dict[str, str] = {
     "gpu_ecc_uncorrectable": "uncorrectable ECC / DBE / row-remap failure (CUDA or DCGM)",
     "cuda_error": "CUDA runtime error (attrs.error: illegal_address, launch_failure, ...)",
     "cuda_oom": "CUDA out of memory in the application",
+    "gpu_driver_error": "the NVIDIA driver is not loaded / did not initialize the GPUs (kernel "
+    "probe failure, nvidia-container-cli cannot reach NVML): attrs.what",
     # network
     "ib_completion_error": "NCCL NET/IB completion error (attrs: status, vendor_err, opcode)",
     "ib_link_down": "NIC / IB port went down (mlx5 Link down, port state, counter)",

@@ -319,6 +319,32 @@ def test_link_downs_minutes_apart_are_not_one_switch_event() -> None:
     assert r.status in ("attributed", "ambiguous") and r.suspect_nodes
 
 
+def _app_exc(node: str, sec: float) -> Observation:
+    attrs = {"family": "app", "exc_type": "ModuleNotFoundError", "message": "No module named 'x'"}
+    return ob("traceback", node, sec, attrs=attrs)
+
+
+def test_the_same_app_exception_on_every_node_names_no_node() -> None:
+    """A crash every rank hits (an import error in the image) is the code's, not a node's."""
+    r = run(ctx(), [_app_exc(n, 40 + 0.3 * i) for i, n in enumerate(NODES)])
+    assert (r.status, r.category, r.scope, r.suspect_nodes) == (
+        "attributed",
+        "app.error",
+        "shared",
+        [],
+    )
+
+
+def test_an_app_exception_on_some_nodes_names_them() -> None:
+    r = run(ctx(), [_app_exc("node-b", 40), _app_exc("node-c", 41)] + timeouts(900))
+    assert (r.category, r.scope, r.suspect_nodes) == ("app.error", "node", ["node-b", "node-c"])
+
+
+def test_app_exceptions_on_every_node_far_apart_are_not_shared() -> None:
+    r = run(ctx(), [_app_exc(n, 40 + 300 * i) for i, n in enumerate(NODES)])
+    assert r.scope != "shared" and r.suspect_nodes
+
+
 # ---- unattributed and not_failed -----------------------------------------------------
 
 

@@ -135,3 +135,62 @@ def test_timed_line_start_finds_lines_after_newlines(parser: TimestampParser) ->
 def test_glog_pytorch_prefix_takes_year_from_job_start(line: bytes, expected) -> None:
     parser = TimestampParser(datetime(2026, 11, 2, 10, tzinfo=timezone.utc), "UTC")
     assert parser.parse_line(line) == expected
+
+
+# JSON log lines: the time is a field (shapes: Fluent Bit `json` output with its default
+# `date` key and `double` date format, Vector's journald source `timestamp`, docker json-file
+# `{"log","stream","time"}`, `journalctl -o json` `__REALTIME_TIMESTAMP` in microseconds,
+# zap `ts` epoch seconds)
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b'{"date": "2026-11-02T10:03:11.250000Z", "log": "x\\n", "stream": "stderr"}',
+         utc(2026, 11, 2, 10, 3, 11, 250000)),
+        (b'{"date":1793613791.5,"log":"x"}', utc(2026, 11, 2, 10, 3, 11, 500000)),
+        (b'{"timestamp": "2026-11-02T10:03:11.000000Z", "host": "n1", "message": "NVRM: Xid"}',
+         utc(2026, 11, 2, 10, 3, 11)),
+        (b'{"log":"a \\"time\\": \\"2020-01-01T00:00:00Z\\", b\\n","stream":"stderr",'
+         b'"time":"2026-11-02T10:03:11.123456789Z"}', utc(2026, 11, 2, 10, 3, 11, 123456)),
+        (b'{"__CURSOR":"s=739ad;i=4ece7;t=4c508a72423d9","__REALTIME_TIMESTAMP":"1793613791000001",'
+         b'"MESSAGE":"x"}', utc(2026, 11, 2, 10, 3, 11, 1)),
+        (b'{ "__CURSOR" : "s=739ad", "__REALTIME_TIMESTAMP" : "1793613791000000",'
+         b' "MESSAGE" : "x" }',
+         utc(2026, 11, 2, 10, 3, 11)),
+        (b'{"level":"error","ts":1793613791.25,"msg":"x"}', utc(2026, 11, 2, 10, 3, 11, 250000)),
+        (b'{"@timestamp":"2026-11-02T11:03:11+01:00","message":"x"}', utc(2026, 11, 2, 10, 3, 11)),
+    ],
+)  # fmt: skip
+def test_json_line_time_fields(parser: TimestampParser, line: bytes, expected: datetime) -> None:
+    assert parser.parse_line(line) == expected
+    # the backwards search for an earlier timed line finds JSON lines too
+    m = TIMED_LINE_START.search(b"untimed\n" + line)
+    assert m is not None and parser.from_match(m) == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"a": 1, "log": "no time field"}',
+        b'{"time": "12:00", "log": "not a date"}',
+        b'{"log": "the message says \\"time\\":\\"2026-11-02T10:03:11Z\\""}',
+        b'1793613791 a bare epoch is not a JSON time field',
+    ],
+)
+def test_json_lines_without_a_time_field(parser: TimestampParser, line: bytes) -> None:
+    assert parser.parse_line(line) is None
+
+
+def test_parsers_read_the_message_of_a_json_line() -> None:
+    from attribution_dagster.rules.decode_fields import json_message, strip_prefix
+
+    line = '{"date": "2026-11-02T10:03:11Z", "log": "[rank3]: ValueError: bad \\"x\\"\\n"}'
+    assert json_message(line) == '[rank3]: ValueError: bad "x"'
+    assert strip_prefix(line) == 'ValueError: bad "x"'
+    assert json_message("ValueError: plain") is None
+
+
+def test_fabric_manager_stamp_carries_its_year(parser: TimestampParser) -> None:
+    """NVIDIA Fabric Manager's log prefix (`[Jul 23 2024 07:53:55] [ERROR] [tid 841] ...`, as
+    quoted by leptonai/gpud) names the year, so it is not inferred from the job start."""
+    line = b"[Jul 23 2024 07:53:55] [ERROR] [tid 841] detected NVSwitch fatal error 20034"
+    assert parser.parse_line(line) == utc(2024, 7, 23, 7, 53, 55)

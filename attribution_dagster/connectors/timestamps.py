@@ -16,8 +16,13 @@ an srun task label `12: `, more blanks and an opening `[`: Megatron-LM prints
   more than ~6 months after the start belongs to the previous year, more than ~6 months
   before it to the next: a December line for a January job is last year's);
 - `dmesg -T`: `[Mon Nov  2 10:03:11 2026] ...`, in `log_timezone`;
+- NVIDIA Fabric Manager: `[Jul 23 2024 07:53:55] [ERROR] [tid 841] ...`, in `log_timezone`;
 - glog / PyTorch c10 prefixes: `[rank3]:[E1102 10:03:11.123456789 ProcessGroupNCCL.cpp:697]`,
   `E0813 08:21:22.980000 1245483 torch/...`, year inferred like syslog, in `log_timezone`.
+
+- JSON log lines (Vector, Fluent Bit, docker json-file, `journalctl -o json`): the `time`,
+  `timestamp`, `@timestamp`, `date`, `ts` or `__REALTIME_TIMESTAMP` field, as ISO 8601, epoch
+  seconds (`1700000000.123`) or journald microseconds (`"1700000000123456"`).
 
 A raw `dmesg` stamp `[6781741.548779]` is seconds since boot, not wall time: such lines
 count as untimed. Every parsed time is returned tz-aware in UTC.
@@ -36,8 +41,24 @@ _MONTHS = {
     )
 }
 
+# A JSON log line (Vector, Fluent Bit, docker json-file, journalctl -o json, Elastic): its
+# time is a field, not a prefix. Only a line starting with `{` tries this branch; the key must
+# follow `{` or `,` (a key quoted inside an escaped message string is preceded by `\`), and
+# the lazy scan for it is bounded (JSON_TIME_SCAN bytes) so a long line costs at most that.
+JSON_TIME_SCAN = 4096
+_JSON = (
+    rb"\{(?:[^\n]{0,%d}?,)?[ \t]{0,4}\"(?:time|timestamp|@timestamp|date|ts|__REALTIME_TIMESTAMP)\""
+    rb"[ \t]{0,2}:[ \t]{0,2}(?:"
+    rb"\"(?P<jy>\d{4})-(?P<jmo>\d\d)-(?P<jd>\d\d)[T ](?P<jh>\d\d):(?P<jmi>\d\d):(?P<js>\d\d)"
+    rb"(?:[.,](?P<jf>\d{1,9}))?(?P<jtz>Z|[+-]\d\d:?\d\d)?\""
+    rb"|\"(?P<jus>\d{16})\""  # journald __REALTIME_TIMESTAMP: microseconds since the epoch
+    rb"|(?P<jep>\d{10})(?:\.(?P<jepf>\d{1,9}))?(?=[,} \t])"  # Fluent Bit `double`, zap `ts`
+    rb")"
+) % JSON_TIME_SCAN
+
 _BODY = (
-    rb"[ \t]{0,4}(?:<\d{1,3}>(?:1 )?)?(?:\d{1,5}: )?(?:\[rank\d{1,6}\]:)?[ \t]{0,4}\[?"
+    rb"[ \t]{0,4}(?:" + _JSON + rb"|"
+    rb"(?:<\d{1,3}>(?:1 )?)?(?:\d{1,5}: )?(?:\[rank\d{1,6}\]:)?[ \t]{0,4}\[?"
     rb"(?:"
     # ISO 8601 / RFC 3339 / python logging / journald short-iso / RFC 5424
     rb"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
@@ -48,13 +69,15 @@ _BODY = (
     rb"(?P<th>\d\d):(?P<tmi>\d\d):(?P<ts>\d\d) (?P<ty>\d{4})\]"
     rb"|"
     # RFC 3164 syslog: month day time (no year)
+    # (NVIDIA Fabric Manager: `[Jul 23 2024 07:53:55]`, the year between day and time)
     rb"(?P<bmon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<bd>\d{1,2}) "
-    rb"(?P<bh>\d\d):(?P<bmi>\d\d):(?P<bs>\d\d)(?:\.(?P<bf>\d{1,6}))?(?= )"
+    rb"(?:(?P<by>\d{4}) )?"
+    rb"(?P<bh>\d\d):(?P<bmi>\d\d):(?P<bs>\d\d)(?:\.(?P<bf>\d{1,6}))?(?=[ \]])"
     rb"|"
     # glog / PyTorch c10: severity letter, [M]MDD, time (no year): `[rank3]:[E1102 10:10:30.1234`
     rb"[IWEF](?P<gmd>[01]?\d[0-3]\d) (?P<gh>\d\d):(?P<gmi>\d\d):(?P<gs>\d\d)"
     rb"(?:\.(?P<gf>\d{1,9}))?(?= )"
-    rb")"
+    rb"))"
 )
 
 LINE_TIME = re.compile(_BODY)
@@ -106,6 +129,8 @@ class TimestampParser:
         """Turn a LINE_TIME / TIMED_LINE_START match into an aware UTC datetime."""
         try:
             g = m.group
+            if g("jy") is not None or g("jus") is not None or g("jep") is not None:
+                return self._json(m)
             if g("y") is not None:
                 tz = g("tz")
                 zone: tzinfo = self.zone
@@ -141,10 +166,36 @@ class TimestampParser:
         except (ValueError, KeyError, OverflowError):
             return None
 
+    def _json(self, m: re.Match[bytes]) -> datetime:
+        """The time field of a JSON line: ISO 8601 (no offset: log_timezone), journald
+        microseconds or epoch seconds."""
+        g = m.group
+        if g("jus") is not None:
+            return datetime.fromtimestamp(int(g("jus")) / 1e6, timezone.utc)
+        if g("jep") is not None:
+            return datetime.fromtimestamp(int(g("jep")), timezone.utc) + timedelta(
+                microseconds=_micros(g("jepf"))
+            )
+        tz = g("jtz")
+        zone = self.zone if tz is None else _offset(tz)
+        t = datetime(
+            int(g("jy")),
+            int(g("jmo")),
+            int(g("jd")),
+            int(g("jh")),
+            int(g("jmi")),
+            int(g("js")),
+            _micros(g("jf")),
+            tzinfo=zone,
+        )
+        return t.astimezone(timezone.utc)
+
     def _syslog(self, m: re.Match[bytes]) -> datetime:
         g = m.group
         month, day = _MONTHS[g("bmon")], int(g("bd"))
         hms = int(g("bh")), int(g("bmi")), int(g("bs"))
+        if g("by") is not None:
+            return datetime(int(g("by")), month, day, *hms, _micros(g("bf")), tzinfo=self.zone)
         return self._near_reference(month, day, hms, _micros(g("bf")))
 
     def _near_reference(

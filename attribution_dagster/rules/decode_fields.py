@@ -9,6 +9,7 @@ to treat every group as optional.
 
 from __future__ import annotations
 
+import json
 import re
 import signal as _signal
 from collections.abc import Callable
@@ -479,6 +480,17 @@ def decode_kernel_what(groups: dict[str, str | None], text: str, draft: Draft) -
     return False
 
 
+@decoder("what")
+def decode_what(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """attrs.what = the name (without `w_`) of the first `w_*` group that matched, so one
+    regex with alternatives says which of them it saw (`(?P<w_driver_not_loaded>...)`)."""
+    for name, value in groups.items():
+        if value is not None and name.startswith("w_"):
+            draft["attrs"]["what"] = name[2:]
+            break
+    return True
+
+
 _DISRUPTION = {
     "PreemptionByScheduler": "preempted",
     "PreemptionByKubeScheduler": "preempted",
@@ -669,13 +681,42 @@ _PREFIX = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
     r"|\[ {0,12}\d{1,12}\.\d{1,9}\])\s{1,4}"
+    r"(?:std(?:out|err) [PF] )?"  # CRI container log: stream, partial/full tag
     r"(?:[\w.-]{1,64} [\w./-]{1,64}(?:\[\d{1,10}\])?: )?)?"
     r"(?:\d{1,6}: )?(?:\[(?:rank|default)\d{0,7}\]:\s?)?"
 )
 
 
+# The message field of a JSON log line (Fluent Bit / docker `log`, Vector `message`, journald
+# `MESSAGE`, zap / logrus `msg`): a key right after `{` or `,` (one inside an escaped string
+# follows a backslash), its string value with JSON escapes.
+_JSON_MSG = re.compile(
+    r'[{,]\s{0,4}"(?:log|message|MESSAGE|msg)"\s{0,2}:\s{0,2}"((?:[^"\\]|\\.){0,65536})"'
+)
+
+
+def json_message(line: str) -> str | None:
+    """The message of a JSON log line (`{"log": "...", ...}`), unescaped, or None when the
+    line is not one. Only lines starting with `{` are looked at."""
+    if not line.lstrip(" \t")[:1] == "{":
+        return None
+    m = _JSON_MSG.search(line)
+    if m is None:
+        return None
+    try:
+        msg = json.loads(f'"{m.group(1)}"')
+    except ValueError:
+        msg = m.group(1)
+    return msg.rstrip("\r\n")
+
+
 def strip_prefix(line: str) -> str:
-    """The line without timestamp / host / srun / torchrun prefixes."""
+    """The line without timestamp / host / srun / torchrun prefixes; a JSON log line's
+    message field (without its own prefixes)."""
+    if line[:1] in "{ \t":
+        msg = json_message(line)
+        if msg is not None:
+            line = msg.split("\n", 1)[0]
     m = _PREFIX.match(line)
     return line[m.end() :] if m and m.end() else line
 
@@ -760,6 +801,7 @@ DECODER_ATTRS: dict[str, list[str]] = {
     ],
     "slurm_cancel": ["reason"],
     "kernel_what": ["what"],
+    "what": ["what"],
     "k8s_evicted": ["reason", "resource"],
     "io_error": ["what", "device"],
     "torch_ranks": ["global_rank", "rank", "pg"],

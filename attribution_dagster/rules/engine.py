@@ -717,7 +717,8 @@ class RuleEngine:
                     best = nodes
             n = len(best)
             if n >= spec.min_nodes and (
-                n >= spec.enough_nodes or n / len(ctx.nodes) >= spec.min_share
+                (spec.enough_nodes is not None and n >= spec.enough_nodes)
+                or n / len(ctx.nodes) >= spec.min_share
             ):
                 members = [i for i in its if i.obs.node in best]
                 rest = [i for i in rest if i not in members]

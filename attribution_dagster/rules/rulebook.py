@@ -193,8 +193,10 @@ class Shared(BaseModel):
     label: str = Field(description="what they share: 'switch', 'storage', ...")
     min_nodes: int = Field(default=2, ge=2)
     min_share: float = Field(default=0.5, gt=0, le=1, description="share of the job's nodes")
-    enough_nodes: int = Field(
-        default=3, ge=2, description="this many nodes suffice whatever the share"
+    enough_nodes: int | None = Field(
+        default=3,
+        ge=2,
+        description="this many nodes suffice whatever the share (null: only min_share counts)",
     )
     within_seconds: float | None = Field(default=None, ge=0, description="default: skew tolerance")
     name_nodes: bool = Field(
