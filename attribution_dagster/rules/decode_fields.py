@@ -688,7 +688,7 @@ _STEP = re.compile(
     r"|\b(?P<tq>\d{1,12})/(?P<tqt>\d{1,12}) \[[\d:]{4,12}<"  # tqdm / Lightning counter
 )
 _LOSS = re.compile(
-    r"(?:lm loss|train_loss|'loss'|\bloss)['\"]?\s{0,2}[=:]\s{0,3}"
+    r"(?:lm loss|train_loss|'loss'|\bloss)['\"]?(?:\s{0,2}[=:]\s{0,3}|\s{1,2}(?=-?\d))"
     r"(?P<loss>nan|inf|-?[\d.]+(?:[eE][+-]?\d+)?)",
     re.IGNORECASE,
 )
