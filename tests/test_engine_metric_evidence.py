@@ -1,0 +1,81 @@
+"""Metric-only evidence in the engine: DCGM NVLink counters and host memory exhaustion.
+
+Both are weak alone (a counter can creep up on a healthy link; a low MemAvailable reading is not
+a kill): they join a fault of the same node and category, and never win over a cause elsewhere.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from attribution_dagster.models import ExecutionContext, JobState, Observation
+from attribution_dagster.rules.engine import load_engine
+
+ENGINE = load_engine()
+T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
+NODES = ["a", "b", "c", "d"]
+_n = iter(range(1, 10**6))
+
+
+def ctx(state: JobState = JobState.FAILED) -> ExecutionContext:
+    return ExecutionContext(
+        job_id="m",
+        scheduler="slurm",
+        state=state,
+        exit_code=1 if state is JobState.FAILED else 0,
+        start=T0,
+        end=T0 + timedelta(hours=1),
+        nodes=NODES,
+    )
+
+
+def ob(kind: str, node: str, minute: float, **kw: Any) -> Observation:
+    return Observation(
+        kind=kind,
+        node=node,
+        time=T0 + timedelta(minutes=minute),
+        excerpt=f"{kind} line",
+        source="files",
+        locator=f"logs/{node}/x.log:{next(_n)}",
+        parser="test",
+        **kw,
+    )
+
+
+def counters(node: str, gpu: int, start: float, n: int, delta: int = 900) -> list[Observation]:
+    return [
+        ob("nvlink_counter", node, start + 2 * i, gpu=gpu, attrs={"origin": "dcgm", "delta": delta})
+        for i in range(n)
+    ]
+
+
+def timeouts(minute: float) -> list[Observation]:
+    return [ob("collective_timeout", n, minute, attrs={"rank": i}) for i, n in enumerate(NODES)]
+
+
+def test_nvlink_counter_joins_the_nodes_nvlink_fault_and_names_the_gpu() -> None:
+    err = ob("nvlink_error", "c", 21)
+    r = ENGINE.attribute(ctx(), [*counters("c", 6, 10, 6), err, *timeouts(31)], [])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "gpu.nvlink", ["c"])
+    roots = [lk for lk in r.symptom_chain if lk.role == "root_cause"]
+    assert {lk.kind for lk in roots} == {"nvlink_counter", "nvlink_error"}
+    assert any(lk.gpu == 6 for lk in roots)
+
+
+def test_nvlink_counter_creep_is_not_a_verdict_a_burst_before_the_failure_is() -> None:
+    """A counter creeping up by a few errors per scrape before the peers' timeouts stays a
+    symptom; jumping by thousands per scrape it is the only fault seen, and it precedes them."""
+    obs = [*counters("c", 6, 10, 8, delta=3), *timeouts(31)]
+    assert ENGINE.attribute(ctx(), obs, []).status == "unattributed"
+    r = ENGINE.attribute(ctx(), [*counters("c", 6, 10, 8), *timeouts(31)], [])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "gpu.nvlink", ["c"])
+    # the same burst only after the timeouts explains nothing
+    r = ENGINE.attribute(ctx(), [*counters("c", 6, 33, 8), *timeouts(31)], [])
+    assert r.status == "unattributed"
+
+
+def test_nvlink_counter_does_not_beat_an_app_error_elsewhere() -> None:
+    app = ob("traceback", "a", 20, attrs={"family": "app", "exc_type": "KeyError"})
+    r = ENGINE.attribute(ctx(), [*counters("c", 6, 10, 8), app, *timeouts(31)], [])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "app.error", ["a"])
