@@ -79,3 +79,47 @@ def test_nvlink_counter_does_not_beat_an_app_error_elsewhere() -> None:
     app = ob("traceback", "a", 20, attrs={"family": "app", "exc_type": "KeyError"})
     r = ENGINE.attribute(ctx(), [*counters("c", 6, 10, 8), app, *timeouts(31)], [])
     assert (r.status, r.category, r.suspect_nodes) == ("attributed", "app.error", ["a"])
+
+
+def memory_low(node: str, minute: float) -> Observation:
+    return ob("host_memory_low", node, minute, attrs={"origin": "metric", "percent": 0.04})
+
+
+def sigkill(node: str, minute: float) -> list[Observation]:
+    return [
+        ob("child_failed", node, minute, attrs={"exitcode": -9, "signal": 9, "rank": 13}),
+        ob("process_exit", node, minute, attrs={"exit_code": -9}),
+    ]
+
+
+def peers(minute: float, but: str) -> list[Observation]:
+    return [ob("nccl_remote_error", n, minute) for n in NODES if n != but]
+
+
+def test_memory_exhausted_then_sigkill_on_that_node_is_host_oom() -> None:
+    obs = [memory_low("b", 20), *sigkill("b", 20.7), *peers(20.75, "b")]
+    r = ENGINE.attribute(ctx(), obs, [])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "node.host_oom", ["b"])
+    # without the metric: a SIGKILL alone names no cause (h81)
+    assert ENGINE.attribute(ctx(), obs[1:], []).status == "unattributed"
+
+
+def test_memory_low_does_not_beat_another_cause_nor_explain_an_earlier_failure() -> None:
+    app = ob("traceback", "a", 20, attrs={"family": "app", "exc_type": "KeyError"})
+    r = ENGINE.attribute(ctx(), [memory_low("b", 15), app, *peers(20.5, "a")], [])
+    assert (r.category, r.suspect_nodes) == ("app.error", ["a"])
+    # memory ran low only after the ranks had died: a consequence, not the cause
+    r = ENGINE.attribute(ctx(), [*sigkill("b", 20), *peers(20.1, "b"), memory_low("b", 25)], [])
+    assert r.status == "unattributed"
+
+
+def test_memory_low_in_a_completed_job_is_not_a_failure() -> None:
+    r = ENGINE.attribute(ctx(JobState.COMPLETED), [memory_low("b", 20)], [])
+    assert (r.failed, r.status, r.category) == (False, "not_failed", None)
+
+
+def test_prometheus_fetches_the_denominator_of_a_ratio_metric() -> None:
+    from attribution_dagster.connectors.prometheus import catalog_families
+
+    fam = next(f for f in catalog_families() if f.id == "node_memory_low")
+    assert set(fam.names) == {"node_memory_MemAvailable_bytes", "node_memory_MemTotal_bytes"}
