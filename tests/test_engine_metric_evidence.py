@@ -123,3 +123,18 @@ def test_prometheus_fetches_the_denominator_of_a_ratio_metric() -> None:
 
     fam = next(f for f in catalog_families() if f.id == "node_memory_low")
     assert set(fam.names) == {"node_memory_MemAvailable_bytes", "node_memory_MemTotal_bytes"}
+
+
+def test_object_store_unreachable_from_every_node_is_shared_storage() -> None:
+    """Not metric evidence, but the same 'shared dependency' logic: botocore timeouts against
+    the checkpoint store on every node at once name the store (no suspect), and the
+    CheckpointException that follows is folded into it; AccessDenied stays the job's own."""
+    boto = {"exc_type": "botocore.exceptions.ReadTimeoutError", "family": "object_store"}
+    ckpt = {"exc_type": "torch.distributed.checkpoint.api.CheckpointException", "family": "app"}
+    obs = [ob("traceback", n, 50 + i * 0.01, attrs=boto) for i, n in enumerate(NODES)]
+    obs += [ob("traceback", n, 50.05, attrs=ckpt) for n in NODES]
+    r = ENGINE.attribute(ctx(), obs, [])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "storage", [])
+    denied = {"exc_type": "botocore.exceptions.ClientError", "family": "app"}
+    r = ENGINE.attribute(ctx(), [ob("traceback", n, 50, attrs=denied) for n in NODES], [])
+    assert r.category == "app.error"
