@@ -344,6 +344,8 @@ OBSERVATION_KINDS: dict[str, str] = {
     "segfault": "process segfault",
     # host
     "host_oom_kill": "kernel OOM killer killed a process",
+    "host_memory_low": "host memory nearly exhausted (node_exporter MemAvailable fell below a "
+    "small share of MemTotal; attrs.percent)",
     "cgroup_oom": "cgroup / slurmstepd oom-kill event",
     "kernel_panic": "kernel panic / machine check / soft lockup / hung task",
     "node_unreachable": "node not responding / rebooted (from logs of any node)",

@@ -89,6 +89,21 @@ def test_progress_on_other_nodes_does_not_excuse_a_fault_whose_own_node_stopped(
     assert (r.category, r.suspect_nodes) == ("gpu.memory", ["a"])
 
 
+def test_a_crash_training_restarted_from_does_not_make_a_later_fault_late() -> None:
+    """An XID 94 kills a rank (traceback), torchrun restarts, training runs 50 min, then a link
+    goes down and the peers fail: the early traceback is not the failure onset, so the link
+    down is not `a consequence of it` and wins over the demoted XID."""
+    ecc = ob("xid", "a", 5, code=94)
+    crash = ob("traceback", "a", 5.1, attrs={"family": "cuda", "exc_type": "RuntimeError"})
+    down = ob("ib_link_down", "c", 56, port="mlx5_1/1")
+    fails = [ob("collective_timeout", n, 57) for n in NODES]
+    r = ENGINE.attribute(ctx(), [ecc, crash, down, *fails, *steps(55)], [])
+    assert (r.status, r.category, r.suspect_nodes) == ("attributed", "network.fabric", ["c"])
+    # the same link down with no progress after the crash stays a late consequence
+    r = ENGINE.attribute(ctx(), [ecc, crash, down, *fails, *steps(4)], [])
+    assert (r.category, r.suspect_nodes) == ("gpu.memory", ["a"])
+
+
 def test_scanner_keeps_only_the_last_progress_line_per_file() -> None:
     anchors = catalog().anchors(last_only=True)
     hits = [a for a in anchors if not a.last_only]

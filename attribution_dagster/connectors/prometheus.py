@@ -199,7 +199,7 @@ def catalog_families(extra: Sequence[str] = ()) -> list[Family]:
     out = [
         Family(
             id=m.id,
-            names=tuple(m.names),
+            names=tuple(m.names) + ((m.ratio_of,) if m.ratio_of else ()),  # mode below
             mode=m.mode,
             normal=m.normal,
             steady_after=m.steady_abnormal_after,

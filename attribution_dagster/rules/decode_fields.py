@@ -274,9 +274,30 @@ _OOM_TEXT = re.compile(
     r"|RESOURCE_EXHAUSTED: Out of memory while trying to allocate"  # JAX / XLA on GPU
 )
 
+# An S3-compatible object store (checkpoints, datasets) that did not answer: botocore's
+# connection / timeout exceptions (`Read timeout on endpoint URL: "..."`, `Could not connect to
+# the endpoint URL: "..."`) and a ClientError the server itself raised (503 SlowDown,
+# ServiceUnavailable, InternalError, RequestTimeout). Credentials, permissions, a missing bucket
+# or key are the job's own configuration: app.
+_OBJECT_STORE_EXC = {
+    "ReadTimeoutError", "ConnectTimeoutError", "EndpointConnectionError", "ConnectionClosedError",
+}  # fmt: skip
+_OBJECT_STORE_SERVER = re.compile(
+    r"\((?:SlowDown|ServiceUnavailable|InternalError|RequestTimeout|503)\)"
+)
+
+
+def _object_store(exc_type: str, short: str, message: str) -> bool:
+    if not exc_type.startswith(("botocore.", "aiobotocore.")) and "endpoint URL" not in message:
+        return False
+    if short in _OBJECT_STORE_EXC:
+        return True
+    return short == "ClientError" and bool(_OBJECT_STORE_SERVER.search(message))
+
 
 def classify_exception(exc_type: str, message: str) -> str:
-    """nccl, cuda_oom, cuda, io, signal, child_failed or app: what the exception is about."""
+    """nccl, cuda_oom, cuda, io, object_store, signal, child_failed or app: what the exception
+    is about."""
     short = exc_type.rsplit(".", 1)[-1]
     both = f"{exc_type} {message}"
     if short == "ChildFailedError":
@@ -289,6 +310,8 @@ def classify_exception(exc_type: str, message: str) -> str:
         return "nccl"
     if _CUDA_TEXT.search(both) or _CUDA_EXC.search(short):
         return "cuda"
+    if _object_store(exc_type, short, message):
+        return "object_store"
     if short in ("OSError", "IOError", "FileNotFoundError", "PermissionError", "BlockingIOError"):
         if _IO_ERRNO.search(message):
             return "io"
@@ -729,7 +752,7 @@ _STEP = re.compile(
     r"|\b(?P<tq>\d{1,12})/(?P<tqt>\d{1,12}) \[[\d:]{4,12}<"  # tqdm / Lightning counter
 )
 _LOSS = re.compile(
-    r"(?:lm loss|train_loss|'loss'|\bloss)['\"]?\s{0,2}[=:]\s{0,3}"
+    r"(?:lm loss|train_loss|'loss'|\bloss)['\"]?(?:\s{0,2}[=:]\s{0,3}|\s{1,2}(?=-?\d))"
     r"(?P<loss>nan|inf|-?[\d.]+(?:[eE][+-]?\d+)?)",
     re.IGNORECASE,
 )

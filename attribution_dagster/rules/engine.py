@@ -376,9 +376,13 @@ class RuleEngine:
         progress = self._last_progress(observations, ctx)
         if progress:
             notes.append(self._progress_note(progress))
+        # a symptom after which training went on for minutes (a crash torchrun restarted
+        # from) did not mark the failure: a cause after it is not late for that
+        outlived = {id(s) for s in symptoms if self._outlived(s, progress)}
+        onsets = [s for s in symptoms if id(s) not in outlived]
         for c in cands:
-            self._score(c, symptoms, settings)
-            self._recovered(c, symptoms, recoveries, settings)
+            self._score(c, symptoms, settings, outlived)
+            self._recovered(c, onsets, recoveries, settings)
             self._progressed(c, progress)
         self._after_end(cands, settings)
         roots = self._absorb(cands, settings)
@@ -765,7 +769,13 @@ class RuleEngine:
                 return True
         return False
 
-    def _score(self, c: Cand, symptoms: list[Item], settings: AnalysisSettings) -> None:
+    def _score(
+        self,
+        c: Cand,
+        symptoms: list[Item],
+        settings: AnalysisSettings,
+        outlived: set[int] | frozenset[int] = frozenset(),
+    ) -> None:
         tn = self.tuning
         rule = c.rule
         score = rule.weight
@@ -792,7 +802,9 @@ class RuleEngine:
             # when even its earliest possible time is after a symptom's latest possible time.
             slack = settings.skew_seconds + c.tolerance
             first_any = min((s.t for s in onset if s.t is not None), default=None)  # type: ignore[type-var]
-            first_done = min((s.hi for s in onset), default=None)  # type: ignore[type-var]
+            # symptoms training outlived do not make a later cause late (they still count
+            # for the bonus of a cause that preceded them)
+            first_done = min((s.hi for s in onset if id(s) not in outlived), default=None)  # type: ignore[type-var]
             if first_done is not None and _secs(t, first_done) > slack:
                 score -= tn.late_penalty
                 c.notes.append(
@@ -883,6 +895,17 @@ class RuleEngine:
         if len(ordered) > 1 and _secs(t_last, t_first) >= self.tuning.silence_seconds:
             note += f"; {first.node} stopped first, at {_hms(t_first)}"
         return note
+
+    def _outlived(self, s: Item, progress: dict[str, Observation]) -> bool:
+        """Training progressed `progress_grace_seconds` after this symptom's latest possible
+        time (on its node, else anywhere in the job): it was not the failure's onset."""
+        if not progress or s.hi >= _FAR_FUTURE:
+            return False
+        mine = progress.get(s.obs.node)
+        seen = [mine] if mine is not None else list(progress.values())
+        t_last = max(_utc(o.time) for o in seen)  # type: ignore[type-var]
+        assert t_last is not None
+        return _secs(t_last, s.hi) >= self.tuning.progress_grace_seconds
 
     def _progressed(self, c: Cand, progress: dict[str, Observation]) -> None:
         """A fault after which training kept advancing for minutes (on the nodes it hit, else
@@ -1447,7 +1470,9 @@ _READING = [
     "each block end, never a prefilter hit). A fault after which progress went on for "
     "`progress_grace_seconds` (on the nodes it hit, else anywhere in the job; counted from the "
     "fault's latest possible time and last occurrence) did not stop the job: it is demoted like "
-    "a storage blip that cleared. A fault after which progress stopped stays the cause, and the "
+    "a storage blip that cleared. Likewise a symptom followed by that much progress (a crash "
+    "torchrun restarted from) does not mark the failure onset: a later fault is not penalized "
+    "as coming after it. A fault after which progress stopped stays the cause, and the "
     "result notes the stall. For TIMEOUT, the time limit is the verdict unless a fault stalled "
     "progress before it.",
     "",

@@ -7,6 +7,9 @@ Counters and gauges say nothing line by line; what matters is when they change. 
   value changes to a nonzero value (a nonzero first sample counts).
 - `increase`: a counter; emit when it rises (attrs.delta). The first sample only sets a base.
 - `positive`: emit on the first sample > 0 and on every rise after it.
+- `below`: a gauge read as a share of another series of the same node (`ratio_of`, e.g.
+  MemAvailable / MemTotal); emit when the share falls below `below` from at or above it (a
+  series low from its first sample never changed while watched: not an event).
 - `state`: emit `kind` when the value leaves `normal`, `recover_kind` when it returns. A series
   that starts abnormal is reported (the port was down when watching began), unless it stays
   abnormal in every one of `steady_abnormal_after` or more samples: a port that is down the
@@ -34,6 +37,7 @@ class MetricExample(BaseModel):
 
     labels: dict[str, str] = Field(default_factory=dict)
     values: list[float] = Field(min_length=1)
+    ratio_values: list[float] | None = None  # mode below: the `ratio_of` series, same times
     expect: list[dict[str, Any]]
 
 
@@ -43,8 +47,10 @@ class MetricSpec(BaseModel):
     id: str
     kind: str
     names: list[str] = Field(min_length=1)
-    mode: Literal["last_value", "increase", "positive", "state"]
+    mode: Literal["last_value", "increase", "positive", "state", "below"]
     normal: float | None = None  # for mode state
+    ratio_of: str | None = None  # mode below: the denominator metric (same node)
+    below: float | None = Field(default=None, gt=0, lt=1)  # mode below: the share threshold
     # mode state: a series abnormal in every one of at least this many samples never changed
     # state while it was watched (an unused or disabled port): no observation
     steady_abnormal_after: int | None = Field(default=None, ge=2)
@@ -123,14 +129,53 @@ class MetricNormalizer:
         series: dict[tuple[str, tuple[tuple[str, str], ...]], list[MetricSample]] = defaultdict(
             list
         )
+        denominators = {spec.ratio_of for spec in self.specs if spec.ratio_of}
+        totals: dict[tuple[str, str], list[MetricSample]] = defaultdict(list)
         for s in samples:
-            if s.name in self._by_name and not math.isnan(s.value):
+            if math.isnan(s.value):
+                continue
+            if s.name in self._by_name:
                 series[(s.name, tuple(sorted(s.labels.items())))].append(s)
+            if s.name in denominators:
+                totals[(s.name, _node(s, ctx))].append(s)
+        for items in totals.values():
+            items.sort(key=lambda s: _sort_key(s.time))
         out: list[Observation] = []
         for (name, _), items in series.items():
             spec = self._by_name[name]
             items.sort(key=lambda s: _sort_key(s.time))
-            out.extend(self._walk(spec, items, ctx))
+            if spec.mode == "below":
+                total = totals.get((spec.ratio_of or "", _node(items[0], ctx)), [])
+                out.extend(self._below(spec, items, total, ctx))
+            else:
+                out.extend(self._walk(spec, items, ctx))
+        return out
+
+    def _below(
+        self,
+        spec: MetricSpec,
+        items: list[MetricSample],
+        total: list[MetricSample],
+        ctx: ExecutionContext | None,
+    ) -> list[Observation]:
+        """Mode below: the value as a share of the node's `ratio_of` series (its latest sample
+        at or before, else its first); an observation on each fall below `spec.below`."""
+        out: list[Observation] = []
+        if not total or spec.below is None:
+            return out
+        j, prev_low = 0, None
+        for s in items:
+            while j + 1 < len(total) and _sort_key(total[j + 1].time) <= _sort_key(s.time):
+                j += 1
+            denom = total[j].value
+            if not denom or denom <= 0:
+                continue
+            share = s.value / denom
+            low = share < spec.below
+            if low and prev_low is False:
+                attrs = {"percent": round(100 * share, 3), "total": denom}
+                out.append(self._obs(spec, spec.kind, s, attrs, ctx))
+            prev_low = low
         return out
 
     def _walk(

@@ -745,6 +745,19 @@ class ParserCatalog:
             )
             for i, v in enumerate(ex.values)
         ]
+        if spec.ratio_of and ex.ratio_values:
+            samples += [
+                MetricSample(
+                    source="example",
+                    node="node-a",
+                    locator=f"example.prom:{len(ex.values) + i + 1}",
+                    time=t0 + timedelta(seconds=i),
+                    name=spec.ratio_of,
+                    labels=ex.labels,
+                    value=v,
+                )
+                for i, v in enumerate(ex.ratio_values)
+            ]
         return self.normalize_samples(samples, _example_ctx(["node-a", "node-b", "node-c"]))
 
     def example_observations(
@@ -768,6 +781,7 @@ _MODE_ATTRS: dict[str, set[str]] = {
     "increase": {"delta"},
     "positive": {"delta"},
     "state": {"state", "previous_state"},
+    "below": {"percent", "total"},
 }
 
 
