@@ -483,6 +483,12 @@ def test_real_prometheus_gives_the_same_observations_as_the_files(prom_url, case
     window = AnalysisSettings().window(ctx)
     samples, cov = prom_client(prom_url, case).fetch_metrics(ctx, window)
     file_samples, file_cov = pipeline.LocalFilesClient().fetch_metrics(case, ctx, window)
+    read = {n for f in catalog_families() for n in (*f.names, *f.companions)}
+    if not {s.name for s in file_samples} & read:
+        # only series no parser reads (h146: DCGM power violation): the source says so
+        [error] = cov.errors
+        assert error.startswith("Prometheus holds no series of") and not samples
+        return
     assert cov.errors == [] and cov.status in ("ok", "partial")
     assert cov.nodes_read == file_cov.nodes_read
     prom_obs = pipeline.normalize(RawEvidence(job_id="1", samples=samples), ctx)

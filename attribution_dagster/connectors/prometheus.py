@@ -46,7 +46,7 @@ import os
 import re
 import ssl
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -187,9 +187,13 @@ class Family:
 
     id: str
     names: tuple[str, ...]
-    mode: str  # increase | last_value | positive | state | any
+    mode: str  # increase | last_value | positive | state | any | below
     normal: float | None = None
     steady_after: int | None = None
+    # fetched with the screened series, never screened: the denominator of mode `below`
+    # (PromQL's `or` matches label sets without the metric name, so a screen over both
+    # names would drop one of two series that share their labels)
+    companions: tuple[str, ...] = ()
 
 
 def catalog_families(extra: Sequence[str] = ()) -> list[Family]:
@@ -199,7 +203,8 @@ def catalog_families(extra: Sequence[str] = ()) -> list[Family]:
     out = [
         Family(
             id=m.id,
-            names=tuple(m.names) + ((m.ratio_of,) if m.ratio_of else ()),  # mode below
+            names=tuple(m.names),
+            companions=(m.ratio_of,) if m.ratio_of else (),
             mode=m.mode,
             normal=m.normal,
             steady_after=m.steady_abnormal_after,
@@ -473,8 +478,8 @@ class PrometheusClient:
                            method="GET")
                 if isinstance(data, list):
                     have = set(data)
-                    families = [Family(f.id, tuple(n for n in f.names if n in have), f.mode,
-                                       f.normal, f.steady_after) for f in families]
+                    families = [replace(f, names=tuple(n for n in f.names if n in have))
+                                for f in families]
                     families = [f for f in families if f.names]
                     all_names = [n for f in families for n in f.names]
             if not present or not all_names:
@@ -566,6 +571,7 @@ class PrometheusClient:
             rng += f":{duration(step_seconds(length, cfg.step_seconds))}"
         for key, group in groups.items():
             names = sorted({h.get("__name__", "") for h in group} - {""}) or list(fam.names)
+            names += [n for n in fam.companions if n not in names]
             sel = fetch_selector(names, key, {h[key] for h in group}, cfg.extra_selector, group)
             what = f"family {fam.id} samples"
             data = ask(what, "/api/v1/query", {"query": f"{sel}[{rng}]", "time": format_ts(end)})
