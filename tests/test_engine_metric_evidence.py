@@ -6,16 +6,15 @@ a kill): they join a fault of the same node and category, and never win over a c
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import timedelta
+
+from test_engine_progress import T0, ob  # one observation factory for the engine tests
 
 from attribution_dagster.models import ExecutionContext, JobState, Observation
 from attribution_dagster.rules.engine import load_engine
 
 ENGINE = load_engine()
-T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
 NODES = ["a", "b", "c", "d"]
-_n = iter(range(1, 10**6))
 
 
 def ctx(state: JobState = JobState.FAILED) -> ExecutionContext:
@@ -30,17 +29,6 @@ def ctx(state: JobState = JobState.FAILED) -> ExecutionContext:
     )
 
 
-def ob(kind: str, node: str, minute: float, **kw: Any) -> Observation:
-    return Observation(
-        kind=kind,
-        node=node,
-        time=T0 + timedelta(minutes=minute),
-        excerpt=f"{kind} line",
-        source="files",
-        locator=f"logs/{node}/x.log:{next(_n)}",
-        parser="test",
-        **kw,
-    )
 
 
 def counters(node: str, gpu: int, start: float, n: int, delta: int = 900) -> list[Observation]:
