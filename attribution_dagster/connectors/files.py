@@ -201,7 +201,7 @@ class _Reader:
         cov: SourceCoverage,
     ) -> tuple[list[RawRecord], SourceCoverage]:
         """Scan the listed files into records and settle the coverage status."""
-        records, failed = self._read(jobs, ctx, anchors, window, cov, "files")
+        records, failed = self._read(jobs, ctx, anchors, window, cov)
         cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
         read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = _status(  # type: ignore[assignment]
@@ -216,7 +216,6 @@ class _Reader:
         anchors: Sequence[Anchor],
         window: Window,
         cov: SourceCoverage,
-        source: str,
     ) -> tuple[list[RawRecord], int]:
         """Records of every job (cluster-level lines naming no job node dropped and counted)
         and the number of files that could not be read at all."""
@@ -241,7 +240,7 @@ class _Reader:
                     continue
                 records.append(
                     RawRecord(
-                        source=source,
+                        source="files",
                         node=job.node,
                         locator=f"{job.display}:{lineno}",
                         time=t,
@@ -257,7 +256,7 @@ class _Reader:
                 lineno, t, quality, text = res.progress
                 cov.file_progress.append(
                     RawRecord(
-                        source=source,
+                        source="files",
                         node=job.node,
                         locator=f"{job.display}:{lineno}",
                         time=t,
@@ -270,7 +269,7 @@ class _Reader:
                 lineno, t, text = res.tail
                 cov.file_tails.append(
                     RawRecord(
-                        source=source,
+                        source="files",
                         node=job.node,
                         locator=f"{job.display}:{lineno}",
                         time=t,

@@ -822,6 +822,18 @@ class LokiClient:
                 "read (raise max_entries_per_query and Loki's max_entries_limit_per_query)"
             )
 
+    def _line_record(self, node: str, labels: dict[str, str], ts: int, text: str) -> RawRecord:
+        """A log line Loki returned, at its exact time, reopened by `{labels} @ns:<ts>`."""
+        return RawRecord(
+            source="loki",
+            node=node,
+            locator=locator(labels, ts),
+            time=from_ns(ts),
+            time_quality="exact",
+            text=text,
+            stream=self._stream(labels),
+        )
+
     def _backward(
         self, st: _Fetch, query: str, t: int, step: int, limit: int, what: str
     ) -> list[_Entry] | None:
@@ -889,17 +901,7 @@ class LokiClient:
             tail = [self._clean(p, st) for p in parts[i + 1 : i + 1 + want]]
             if tail:
                 text = "\n".join([text, *tail])
-            st.records.append(
-                RawRecord(
-                    source="loki",
-                    node=node,
-                    locator=locator(labels, ts),
-                    time=from_ns(ts),
-                    time_quality="exact",
-                    text=text,
-                    stream=self._stream(labels),
-                )
-            )
+            st.records.append(self._line_record(node, labels, ts, text))
             if want > len(tail):
                 st.hits.append(_Hit(len(st.records) - 1, labels, ts, line, want - len(tail)))
 
@@ -1215,17 +1217,8 @@ class LokiClient:
                 node = st.index.resolve(labels.get(self.config.node_label))
                 if node is None:
                     continue
-                st.cov.file_progress.append(
-                    RawRecord(
-                        source="loki",
-                        node=node,
-                        locator=locator(labels, ts),
-                        time=from_ns(ts),
-                        time_quality="exact",
-                        text=self._clean(line.split("\n", 1)[0], st),
-                        stream=self._stream(labels),
-                    )
-                )
+                first = self._clean(line.split("\n", 1)[0], st)
+                st.cov.file_progress.append(self._line_record(node, labels, ts, first))
         if skipped:
             n = sum(len(g) for _, g, _ in skipped)
             st.cov.errors.append(

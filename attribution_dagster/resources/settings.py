@@ -22,10 +22,5 @@ class AnalysisSettingsResource(ConfigurableResource):
     fetch_retry_delay_seconds: float = Field(default=2.0, ge=0)
 
     def settings(self) -> AnalysisSettings:
-        return AnalysisSettings(
-            lead_seconds=self.lead_seconds,
-            lag_seconds=self.lag_seconds,
-            skew_seconds=self.skew_seconds,
-            max_line_bytes=self.max_line_bytes,
-            workers=self.workers,
-        )
+        shared = set(AnalysisSettings.model_fields) & set(type(self).model_fields)
+        return AnalysisSettings(**{name: getattr(self, name) for name in shared})
