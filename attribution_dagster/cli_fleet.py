@@ -243,6 +243,13 @@ def _direct_runner(sink: Any, cluster: Any, config: Any, args: argparse.Namespac
     return run
 
 
+def window_run_config(redo: bool) -> dict[str, Any]:
+    """Run config of a window run: quiet console, and `redo` for `window_attributions`."""
+    from attribution_dagster.local_run import QUIET_RUN_CONFIG
+
+    return {**QUIET_RUN_CONFIG, "ops": {"window_attributions": {"config": {"redo": redo}}}}
+
+
 class _DagsterRunner:
     """Materializes finished_jobs + window_attributions for one window per run."""
 
@@ -272,16 +279,18 @@ class _DagsterRunner:
         from dagster import MultiPartitionKey, materialize
 
         from attribution_dagster.assets.per_window import CLUSTER_DIM, WINDOW_DIM
-        from attribution_dagster.local_run import QUIET_RUN_CONFIG
 
         cluster = self.cluster
         pk = MultiPartitionKey({CLUSTER_DIM: cluster, WINDOW_DIM: key})
+        tags = {"attribution/backfill": cluster}
+        if self.redo:
+            tags["attribution/redo"] = "true"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = materialize(
                 self.assets, instance=self.instance, partition_key=pk,
-                resources=self.resources, raise_on_error=False, run_config=QUIET_RUN_CONFIG,
-                tags={"attribution/backfill": cluster},
+                resources=self.resources, raise_on_error=False,
+                run_config=window_run_config(self.redo), tags=tags,
             )
         if result.success:
             return None

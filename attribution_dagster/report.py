@@ -79,8 +79,10 @@ class WeekStats(BaseModel):
     by_status: dict[str, int] = Field(default_factory=dict)
     by_category: dict[str, int] = Field(default_factory=dict)  # attributed failed jobs
     gpu_hours_lost: dict[str, float] = Field(default_factory=dict)  # category or status
-    gpu_hours_lost_total: float = 0.0
+    gpu_hours_lost_total: float = 0.0  # over the failed jobs with a GPU count only
     failed_without_gpu_count: int = 0
+    # category or status -> failed jobs of it without a GPU count (their hours are unknown)
+    gpu_hours_unknown: dict[str, int] = Field(default_factory=dict)
     partial_evidence: int = 0
     ambiguous_why: dict[str, int] = Field(default_factory=dict)
     unattributed_why: dict[str, int] = Field(default_factory=dict)
@@ -88,6 +90,24 @@ class WeekStats(BaseModel):
 
     def rate(self, status: str) -> float:
         return self.by_status.get(status, 0) / self.failed if self.failed else 0.0
+
+    @property
+    def gpu_hours_known(self) -> bool:
+        """Every failed job had a GPU count (no failed job: 0 is known, and true)."""
+        return self.failed_without_gpu_count == 0
+
+    def gpu_hours_text(self, key: str | None = None, fmt: str = ",.0f") -> str:
+        """GPU-hours lost (of one category / status, or in all) for people: a number when
+        every job counted had a GPU count; `unknown (N jobs without a GPU count)` when none
+        had; `at least X (+N jobs without a GPU count)` when some had. Never a 0 that means
+        "not known"."""
+        hours = self.gpu_hours_lost.get(key, 0.0) if key else self.gpu_hours_lost_total
+        missing = self.gpu_hours_unknown.get(key, 0) if key else self.failed_without_gpu_count
+        if not missing:
+            return format(hours, fmt)
+        jobs = f"{missing} job{'s' if missing != 1 else ''} without a GPU count"
+        known = key in self.gpu_hours_lost if key else len(self.gpu_hours_lost) > 0
+        return f"at least {format(hours, fmt)} (+{jobs})" if known else f"unknown ({jobs})"
 
 
 class Offender(BaseModel):
@@ -176,6 +196,7 @@ def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | Non
     status: Counter[str] = Counter()
     cats: Counter[str] = Counter()
     lost: defaultdict[str, float] = defaultdict(float)
+    unknown: Counter[str] = Counter()
     amb: Counter[str] = Counter()
     una: Counter[str] = Counter()
     daily: defaultdict[str, Counter[str]] = defaultdict(Counter)
@@ -207,12 +228,14 @@ def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | Non
         hours = row.get("gpu_hours")
         if hours is None:
             st.failed_without_gpu_count += 1
+            unknown[what] += 1
         else:
             lost[what] += float(hours)
     st.by_status = dict(status.most_common())
     st.by_category = dict(cats.most_common())
     st.gpu_hours_lost = {k: round(v, 1) for k, v in sorted(lost.items(), key=lambda kv: -kv[1])}
-    st.gpu_hours_lost_total = round(sum(lost.values()), 1)
+    st.gpu_hours_lost_total = float(round(sum(lost.values()), 1))  # 0 is an int: not a float
+    st.gpu_hours_unknown = dict(unknown.most_common())
     st.ambiguous_why = dict(amb.most_common(10))
     st.unattributed_why = dict(una.most_common(10))
     st.daily = {d: dict(c) for d, c in sorted(daily.items())}
@@ -300,8 +323,9 @@ def summary_rows(rep: WeeklyReport) -> list[list[str]]:
     return [
         ["jobs", f"{t.jobs}", f"{p.jobs}", _delta(t.jobs, p.jobs)],
         ["failed", f"{t.failed} ({failed_share})", f"{p.failed}", _delta(t.failed, p.failed)],
-        ["GPU-hours lost", f"{t.gpu_hours_lost_total:,.0f}", f"{p.gpu_hours_lost_total:,.0f}",
-         _delta(t.gpu_hours_lost_total, p.gpu_hours_lost_total)],
+        ["GPU-hours lost", t.gpu_hours_text(), p.gpu_hours_text(),
+         _delta(t.gpu_hours_lost_total, p.gpu_hours_lost_total)
+         if t.gpu_hours_known and p.gpu_hours_known else ""],
         ["ambiguous (of failed)", f"{t.rate('ambiguous'):.1%}", f"{p.rate('ambiguous'):.1%}", ""],
         ["unattributed (of failed)", f"{t.rate('unattributed'):.1%}",
          f"{p.rate('unattributed'):.1%}", ""],
@@ -323,7 +347,7 @@ def category_rows(rep: WeeklyReport) -> list[list[str]]:
             k,
             CATEGORIES.get(k, k.replace("_", " ")),
             str(_failed_jobs(t, k)),
-            f"{t.gpu_hours_lost.get(k, 0.0):,.0f}",
+            t.gpu_hours_text(k),
             _delta(_failed_jobs(t, k), _failed_jobs(p, k)),
         ]
         for k in keys
@@ -382,9 +406,11 @@ def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(keys) + 1.4))
     ax.barh(keys, [lost[k] for k in keys], color="#8e44ad")
     ax.set_xlabel("GPU-hours lost (nodes x GPUs x duration of failed jobs)")
-    ax.set_title(f"{rep.scope} {rep.week}: GPU-hours lost, {t.gpu_hours_lost_total:,.0f} in all")
+    ax.set_title(f"{rep.scope} {rep.week}: GPU-hours lost: {t.gpu_hours_text()}")
     if not keys:
-        _empty(ax, "no GPU-hours lost this week")
+        n = t.failed_without_gpu_count
+        _empty(ax, f"GPU-hours unknown: {n} failed job{'s' if n != 1 else ''} without a GPU "
+               "count" if n else "no GPU-hours lost this week")
     save(fig, "gpu_hours_lost")
 
     days = [(rep.start + timedelta(days=i)).date().isoformat() for i in range(7)]

@@ -19,6 +19,7 @@ from typing import Any
 from dagster import (
     AssetExecutionContext,
     AssetsDefinition,
+    Config,
     ConfigurableResource,
     DailyPartitionsDefinition,
     Failure,
@@ -55,6 +56,16 @@ class FleetResource(ConfigurableResource):
     workers: int | None = Field(default=None, description="pool processes; None = cores - 1")
     chunk_size: int = Field(default=50, ge=1, description="jobs per pool task")
     reports_dir: str = Field(default=".attribution/reports", description="weekly reports")
+
+
+class WindowRunConfig(Config):
+    """Run config of `window_attributions` (launchpad, or `attribution backfill --redo`)."""
+
+    redo: bool = Field(
+        default=False,
+        description="attribute every job of the window again, even those that already have "
+        "a result under the current rules version",
+    )
 
 
 def fleet_resource(config: AttributionConfig) -> FleetResource:
@@ -140,6 +151,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
     )
     def window_attributions(
         context: AssetExecutionContext,
+        config: WindowRunConfig,
         fleet_config: FleetResource,
         clusters: ClustersResource,
         sink: SqlSinkResource,
@@ -157,6 +169,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
                 settings=analysis.settings(),
                 workers=fleet_config.workers,
                 chunk_size=fleet_config.chunk_size,
+                redo=config.redo,
             )
             context.log.info(
                 f"{cluster} {window}: {out.jobs} jobs, {out.attributed} attributed now, "

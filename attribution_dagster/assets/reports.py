@@ -84,7 +84,11 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
                 "markdown": MetadataValue.path(str(paths["md"])),
                 "jobs": MetadataValue.int(t.jobs),
                 "failed": MetadataValue.int(t.failed),
-                "GPU-hours lost": MetadataValue.float(t.gpu_hours_lost_total),
+                # a number only when every failed job had a GPU count; else the words
+                # ("unknown (N jobs without a GPU count)"), never a 0 that means unknown
+                "GPU-hours lost": MetadataValue.float(float(t.gpu_hours_lost_total))
+                if t.gpu_hours_known else MetadataValue.text(t.gpu_hours_text(fmt=",.1f")),
+                "failed jobs without a GPU count": MetadataValue.int(t.failed_without_gpu_count),
                 "ambiguous rate": MetadataValue.float(round(t.rate("ambiguous"), 4)),
                 "unattributed rate": MetadataValue.float(round(t.rate("unattributed"), 4)),
                 "repeat offenders": MetadataValue.int(len(rep.offenders)),
