@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from attribution_dagster import __version__
 from attribution_dagster.config import ConfigError
-from attribution_dagster.connectors.base import SourceError
+from attribution_dagster.connectors.base import JobNotFound, SourceError
 from attribution_dagster.models import AnalysisSettings
 
 EXIT_OK = 0
@@ -41,28 +41,72 @@ exit codes: 0 an analysis was made (whatever its outcome), 2 bad input or config
 
 
 class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr and exit 2 (`attribution analyze: error: ...`)."""
+
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_INPUT, f"attribution: error: {message}\n")
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds (a number), got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
+
+
+def add_config_arg(p: argparse.ArgumentParser) -> None:
+    """`--config FILE`, accepted before the command and after it by every subcommand
+    (SUPPRESS: a subcommand without it keeps the value given before the command)."""
+    p.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS,
+                   help="attribution.yaml with the clusters (default: $ATTRIBUTION_CONFIG, "
+                   "else ./attribution.yaml); also accepted before the command")
 
 
 def _add_settings_args(p: argparse.ArgumentParser) -> None:
     d = AnalysisSettings()
     g = p.add_argument_group("analysis window")
-    g.add_argument("--lead", type=float, default=d.lead_seconds, metavar="S",
+    g.add_argument("--lead", type=seconds, default=d.lead_seconds, metavar="S",
                    help=f"read evidence S seconds before job start (default {d.lead_seconds:g})")
-    g.add_argument("--lag", type=float, default=d.lag_seconds, metavar="S",
+    g.add_argument("--lag", type=seconds, default=d.lag_seconds, metavar="S",
                    help=f"and S seconds after job end (default {d.lag_seconds:g})")
-    g.add_argument("--skew", type=float, default=d.skew_seconds, metavar="S",
+    g.add_argument("--skew", type=seconds, default=d.skew_seconds, metavar="S",
                    help=f"clock skew tolerated between nodes (default {d.skew_seconds:g})")
-    g.add_argument("--workers", type=int, default=None, metavar="N",
+    g.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="scanner processes for large cases (default: all cores)")
 
 
+class _UsageError(ValueError):
+    """A bad option value found after parsing; exit 2 with this one line."""
+
+
 def _settings(args: argparse.Namespace) -> AnalysisSettings:
-    return AnalysisSettings(
-        lead_seconds=args.lead, lag_seconds=args.lag, skew_seconds=args.skew, workers=args.workers
-    )
+    from pydantic import ValidationError
+
+    try:
+        return AnalysisSettings(
+            lead_seconds=args.lead, lag_seconds=args.lag, skew_seconds=args.skew,
+            workers=args.workers,
+        )
+    except ValidationError as e:  # the argparse types should have caught it: still one line
+        err = e.errors()[0]
+        flag = {"lead_seconds": "--lead", "lag_seconds": "--lag", "skew_seconds": "--skew",
+                "workers": "--workers"}.get(str(err["loc"][0]) if err["loc"] else "", "option")
+        raise _UsageError(f"argument {flag}: {err['msg']}, got {err.get('input')!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,9 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks on internal errors")
-    p.add_argument("--config", type=Path, metavar="FILE",
+    p.add_argument("--config", type=Path, metavar="FILE", default=None,
                    help="attribution.yaml with the clusters (default: $ATTRIBUTION_CONFIG, "
-                   "else ./attribution.yaml)")
+                   "else ./attribution.yaml); every command also takes it after its name")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     a = sub.add_parser(
@@ -93,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the result contract as one JSON object")
     a.add_argument("--db", metavar="URL",
                    help="also store the result (SQLAlchemy URL or SQLite path)")
+    add_config_arg(a)
     _add_settings_args(a)
 
     r = sub.add_parser(
@@ -111,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--instance", type=Path, metavar="DIR",
                    help="persistent Dagster instance (runs then show in `make ui`; "
                    "default: a throwaway one)")
+    add_config_arg(r)
     _add_settings_args(r)
 
     d = sub.add_parser(
@@ -132,8 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--user", action="append", default=[], metavar="U")
     d.add_argument("--namespace", action="append", default=[], metavar="NS",
                    help="Kubernetes namespace (repeatable)")
-    d.add_argument("--limit", type=int, metavar="N", help="at most N jobs (oldest end first)")
+    d.add_argument("--limit", type=positive_int, metavar="N",
+                   help="at most N jobs (oldest end first)")
     d.add_argument("--table", action="store_true", help="a table for people instead of JSON")
+    add_config_arg(d)
 
     e = sub.add_parser(
         "export",
@@ -144,14 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("job", metavar="CLUSTER/JOB_ID")
     e.add_argument("out", type=Path, metavar="DIR", help="new directory for the case")
+    add_config_arg(e)
     _add_settings_args(e)
 
     from attribution_dagster.cli_fleet import add_fleet_parsers
 
     add_fleet_parsers(sub)  # backfill, report (docs/fleet.md)
 
-    sub.add_parser("rules", help="list the attribution rules (docs/rules.md has the details)")
-    sub.add_parser("parsers", help="list the log/metric parsers (docs/parsers.md)")
+    for name, text in (("rules", "list the attribution rules (docs/rules.md has the details)"),
+                       ("parsers", "list the log/metric parsers (docs/parsers.md)")):
+        add_config_arg(sub.add_parser(name, help=text, description=text))
     return p
 
 
@@ -200,7 +250,18 @@ def _resolve_job(args: argparse.Namespace, ref: str):  # -> tuple[Cluster, Execu
             f"(clusters: {known})"
         )
     cluster = _cluster(args, parts[0])
-    return cluster, cluster.scheduler.get_job(parts[1])
+    try:
+        return cluster, cluster.scheduler.get_job(parts[1])
+    except JobNotFound as e:
+        raise ConfigError(not_found_message(parts[1], cluster.name, str(e))) from None
+
+
+def not_found_message(job_id: str, cluster: str, detail: str) -> str:
+    """`job 999999 not found in lab (under /data/cases)`: the job, the cluster, and where
+    the scheduler looked (its own words, without repeating the job)."""
+    prefix = f"job {job_id} not found "
+    where = detail[len(prefix):] if detail.startswith(prefix) else detail
+    return f"job {job_id} not found in {cluster}" + (f" ({where})" if where else "")
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -333,10 +394,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"attribution: skipped: {e}", file=sys.stderr)
         SqlSink(url).write(results)
     else:
-        from attribution_dagster.local_run import run_cases
+        from attribution_dagster.local_run import run_cases_report
 
         try:
-            results = run_cases(root, url, settings=settings, instance_dir=args.instance)
+            results = run_cases_report(
+                root, url, settings=settings, instance_dir=args.instance, config=_config(args)
+            ).results
         except ConfigError as e:
             return _fail(str(e))
     results.sort(key=lambda r: (r.cluster or "", r.job_id))
@@ -396,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_catalog(args.command)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
-    except ConfigError as e:
+    except (ConfigError, _UsageError) as e:
         return _fail(str(e))
     except SourceError as e:
         what = "try again later" if e.transient else "check the configuration"

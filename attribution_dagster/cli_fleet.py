@@ -27,6 +27,8 @@ EXIT_INPUT = 2
 
 def add_fleet_parsers(sub: Any) -> None:
     """The `backfill` and `report` subcommands (cli.build_parser calls this)."""
+    from attribution_dagster.cli import add_config_arg, positive_int
+
     b = sub.add_parser(
         "backfill",
         help="attribute a cluster's finished jobs window by window over a date range",
@@ -37,14 +39,13 @@ def add_fleet_parsers(sub: Any) -> None:
     b.add_argument("cluster", help="a cluster of the configuration (clusters: in the YAML)")
     b.add_argument("--since", required=True, metavar="DATE", help="first day (YYYY-MM-DD, UTC)")
     b.add_argument("--until", required=True, metavar="DATE", help="end, exclusive (YYYY-MM-DD)")
-    b.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS,
-                   help="attribution.yaml (default: $ATTRIBUTION_CONFIG or ./attribution.yaml)")
+    add_config_arg(b)
     b.add_argument("--db", metavar="URL", help="results database (default: the config's sink)")
     b.add_argument("--instance", type=Path, metavar="DIR", default=None,
                    help="Dagster instance directory (default: $DAGSTER_HOME, else .dagster)")
     b.add_argument("--direct", action="store_true",
                    help="call the window functions directly, without Dagster")
-    b.add_argument("--workers", type=int, metavar="N", help="processes per window")
+    b.add_argument("--workers", type=positive_int, metavar="N", help="processes per window")
     b.add_argument("--redo", action="store_true",
                    help="attribute every job again, even those already done")
 
@@ -59,8 +60,7 @@ def add_fleet_parsers(sub: Any) -> None:
     r.add_argument("--cluster", help="one cluster (default: the whole fleet)")
     r.add_argument("--out", type=Path, metavar="DIR",
                    help="output directory (default: <fleet.reports_dir>/<scope>/<week>)")
-    r.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS,
-                   help="attribution.yaml (also accepted before the command)")
+    add_config_arg(r)
     r.add_argument("--db", metavar="URL", help="results database (default: the config's sink)")
 
 
@@ -324,8 +324,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         monday = report.parse_week(args.week)
     except (ConfigError, report.ReportError) as e:
         return _fail(str(e))
-    if args.cluster and config.clusters and args.cluster not in config.clusters:
-        return _fail(f"cluster {args.cluster!r} is not configured")
+    if args.cluster and args.cluster not in config.clusters:
+        known = ", ".join(sorted(config.clusters)) or "none"
+        return _fail(f"cluster {args.cluster!r} is not configured (configured: {known}); "
+                     "leave out --cluster for the whole fleet")
     url = _db_url(args.db, config)
     rep = report.build_report(url, monday, args.cluster)
     out = args.out or config.fleet.reports_path(config.base_dir) / rep.scope / rep.week
