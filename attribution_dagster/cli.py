@@ -355,19 +355,31 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from attribution_dagster.export import write_case
+    from attribution_dagster.export import describe, write_case
     from attribution_dagster.pipeline import collect_evidence
 
     cluster, ctx = _resolve_job(args, args.job)
     raw = collect_evidence(None, ctx, _settings(args), sources=cluster.sources)
     try:
-        counts = write_case(args.out, ctx, raw)
+        summary = write_case(args.out, ctx, raw)
     except FileExistsError as e:
         return _fail(str(e))
     failed = [c.source for c in raw.coverage if c.status in ("failed", "partial")]
-    print(f"wrote {args.out}: {counts['lines']} lines in {counts['files']} files, "
-          f"{counts['samples']} metric samples"
-          + (f" (incomplete sources: {', '.join(failed)})" if failed else ""), file=sys.stderr)
+    print(f"wrote {args.out}: {summary.lines} log lines kept in "
+          f"{sum(1 for f in summary.files if f.path.startswith('logs/'))} files, "
+          f"{summary.samples} metric samples")
+    for row in describe(summary):
+        print(f"  {row}")
+    d = AnalysisSettings()
+    flags = [f"--{n} {v:g}" for n, v, default in (
+        ("lead", args.lead, d.lead_seconds), ("lag", args.lag, d.lag_seconds),
+        ("skew", args.skew, d.skew_seconds)) if v != default]
+    if flags:
+        print(f"analyse it with the same window: attribution analyze {args.out} "
+              + " ".join(flags))
+    if failed:
+        print(f"attribution: warning: incomplete sources: {', '.join(failed)} (the export "
+              "holds what they did answer)", file=sys.stderr)
     return EXIT_OK
 
 

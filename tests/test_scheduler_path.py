@@ -168,7 +168,7 @@ def test_analyze_and_export_a_job_of_a_configured_cluster(tmp_path, capsys, samp
 
     out = tmp_path / "exported"
     assert main(["--config", str(cfg), "export", "atlas/4812", str(out)]) == 0
-    assert "wrote" in capsys.readouterr().err
+    assert "wrote" in capsys.readouterr().out
     assert json.loads((out / "context.json").read_text())["job_id"] == "4812"
     assert main(["analyze", str(out), "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
@@ -178,8 +178,8 @@ def test_analyze_and_export_a_job_of_a_configured_cluster(tmp_path, capsys, samp
         result["suspect_nodes"],
     )
     assert main(["--config", str(cfg), "export", "atlas/4812", str(out)]) == 2  # no overwrite
-    assert main(["--config", str(cfg), "analyze", "atlas/nope"]) == 4
-    assert "job nope not found" in capsys.readouterr().err
+    assert main(["--config", str(cfg), "analyze", "atlas/nope"]) == 2
+    assert "job nope not found in atlas" in capsys.readouterr().err
     assert main(["--config", str(cfg), "analyze", "elsewhere/1"]) == 2
     assert "not a case directory" in capsys.readouterr().err
 
