@@ -24,7 +24,7 @@ back-end that stamps time outside the text (Loki, pod logs) have no file line: t
 written one after the other to `logs/<node>/<stream>`, with that time as an ISO prefix.
 
 Not reproduced (NOT_REPRODUCED): the coverage's counts of what was read and not kept
-(bytes, lines and files read; hits out of the window; cluster-level lines naming no job node;
+(bytes, lines, files and metric samples read; hits and samples out of the window; cluster-level lines naming no job node;
 damaged lines: invalid UTF-8, overlong, binary), and so the note that counts damaged lines;
 and metric samples outside the window. Everything else of the result is the same: status,
 category, candidates, suspects, confidence, the chain with its locators and times, the
@@ -47,7 +47,7 @@ from attribution_dagster.connectors.timestamps import TimestampParser
 from attribution_dagster.models import ExecutionContext, MetricSample, RawEvidence, RawRecord
 
 NOT_REPRODUCED = frozenset({
-    "bytes", "lines", "files", "out_of_window", "context_lines",
+    "bytes", "lines", "files", "samples", "out_of_window", "context_lines",
     "invalid_utf8_lines", "overlong_lines", "binary_lines",
 })
 """SourceCoverage fields an export does not reproduce (what was read and not kept)."""

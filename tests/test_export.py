@@ -234,3 +234,42 @@ def test_export_refuses_an_existing_case(lab, tmp_path, capsys):
     assert f"attribution analyze {out} --lead 300" in printed
     assert main(["--config", str(lab), "export", f"lab/{job}", str(out)]) == 2
     assert "already holds a case" in capsys.readouterr().err
+
+
+HELDOUT = Path(__file__).resolve().parent / "heldout"
+
+
+@pytest.mark.parametrize("case", sorted(p.parent for p in HELDOUT.rglob("context.json")),
+                         ids=lambda p: p.name)
+def test_export_of_a_heldout_case_analyses_the_same(case, tmp_path, capsys):
+    """The held-out cases too (one static scheduler per case: some share a job id)."""
+    cfg = tmp_path / "attribution.yaml"
+    cfg.write_text(f"clusters:\n  lab:\n    scheduler: {{kind: static, path: {case}}}\n")
+    job = json.loads((case / "context.json").read_text())["job_id"]
+    assert main(["--config", str(cfg), "analyze", f"lab/{job}", "--json"]) == 0
+    original = json.loads(capsys.readouterr().out)
+    out = tmp_path / "exported"
+    assert main(["--config", str(cfg), "export", f"lab/{job}", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["analyze", str(out), "--json"]) == 0
+    assert comparable(json.loads(capsys.readouterr().out)) == comparable(original)
+
+
+def test_a_file_outside_the_case_goes_under_its_node_and_an_empty_node_stays_read(tmp_path):
+    """A `files` source with a root: `/shared/logs/node-a/kern.log:5` becomes line 5 of
+    logs/node-a/kern.log; a node whose files were read but kept nothing gets an empty file,
+    so the export still reads it (coverage nodes_read)."""
+    ctx = CTX.model_copy(update={"nodes": ["node-a", "node-b"]})
+    text = "2026-11-02T10:30:00Z node-a kernel: mlx5_core 0000:3b:00.0: Link down"
+    raw = RawEvidence(job_id="7", records=[rec("/shared/logs/node-a/kern.log:5", text)],
+                      coverage=[SourceCoverage(source="files:logs", nodes_read=["node-a",
+                                                                                "node-b"])])
+    summary = write_case(tmp_path / "case", ctx, raw)
+    assert read_lines(tmp_path / "case" / "logs" / "node-a" / "kern.log") == [""] * 4 + [text]
+    empty = tmp_path / "case" / "logs" / "node-b" / "no-lines-kept.log"
+    assert empty.is_file() and empty.stat().st_size == 0
+    assert summary.empty_nodes == ["node-b"]
+    from attribution_dagster.export import describe
+
+    assert describe(summary)[-1] == (
+        "logs/node-b/no-lines-kept.log: empty (the node's files were read, no line kept)")
