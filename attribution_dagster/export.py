@@ -24,11 +24,12 @@ back-end that stamps time outside the text (Loki, pod logs) have no file line: t
 written one after the other to `logs/<node>/<stream>`, with that time as an ISO prefix.
 
 Not reproduced (NOT_REPRODUCED): the coverage's counts of what was read and not kept
-(bytes, lines, files and metric samples read; hits and samples out of the window; cluster-level lines naming no job node;
-damaged lines: invalid UTF-8, overlong, binary), and so the note that counts damaged lines;
-and metric samples outside the window. Everything else of the result is the same: status,
-category, candidates, suspects, confidence, the chain with its locators and times, the
-coverage's status and nodes. Analyse the export with the same --lead/--lag/--skew as the export.
+(bytes, lines, files and metric samples read; hits and samples out of the window;
+cluster-level lines naming no job node; damaged lines: invalid UTF-8, overlong, binary),
+and so the note that counts damaged lines. Everything else of the result is the same:
+status, category, candidates, suspects, confidence, the chain with its locators and times,
+the coverage's status and nodes (tested on every sample and held-out case). Analyse the
+export with the same --lead/--lag/--skew as the export (`attribution export` prints them).
 """
 
 from __future__ import annotations
