@@ -18,7 +18,7 @@ from attribution_dagster.connectors.base import JobNotFound, SourceError
 from attribution_dagster.models import AnalysisSettings
 
 EXIT_OK = 0
-EXIT_INPUT = 2  # nothing could be analysed: bad path, bad context.json
+EXIT_INPUT = 2  # nothing could be analysed: bad path, bad context.json, bad option, no such job
 EXIT_INTERNAL = 3
 EXIT_SOURCE = 4  # a scheduler or evidence back-end could not answer
 
@@ -35,8 +35,10 @@ examples:
   attribution backfill atlas --since 2026-10-01 --until 2026-11-12
   attribution report --week 2026-W46 --cluster atlas --out /tmp/report
 
-exit codes: 0 an analysis was made (whatever its outcome), 2 bad input or configuration,
-  3 internal error, 4 a scheduler or back-end could not answer
+every command takes --config FILE before or after its name.
+exit codes: 0 an analysis was made (whatever its outcome), 2 bad input or configuration
+  (a bad option value, an unknown cluster or job), 3 internal error, 4 a scheduler or
+  back-end could not answer
 """
 
 
@@ -186,9 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser(
         "export",
         help="write a cluster's job as a case directory (context + the evidence read)",
-        description="Resolve CLUSTER/JOB_ID like `analyze`, then write DIR/context.json, "
-        "DIR/logs/<node>/<stream> and DIR/metrics/exported.prom from the evidence read, so "
-        "the job can be attached to a ticket or added to tests and analysed offline.",
+        description="Resolve CLUSTER/JOB_ID like `analyze`, then write DIR/context.json and "
+        "every line read (hits, each file's last line and progress line) at its original "
+        "file and line number under DIR/logs/ (empty lines between; metric samples at their "
+        ".prom lines, Prometheus answers in DIR/metrics/exported.prom), so the job can be "
+        "attached to a ticket or added to tests and analysed offline with the same result. "
+        "Prints each file written.",
     )
     e.add_argument("job", metavar="CLUSTER/JOB_ID")
     e.add_argument("out", type=Path, metavar="DIR", help="new directory for the case")
