@@ -273,3 +273,12 @@ def test_a_file_outside_the_case_goes_under_its_node_and_an_empty_node_stays_rea
 
     assert describe(summary)[-1] == (
         "logs/node-b/no-lines-kept.log: empty (the node's files were read, no line kept)")
+
+
+def test_a_time_line_holds_no_anchor_so_it_is_never_evidence():
+    from attribution_dagster.pipeline import catalog
+
+    line = f"2026-11-02T10:30:00+00:00 {TIME_LINE_TEXT}".lower()
+    anchors = catalog().anchors(last_only=True)
+    assert anchors
+    assert [a.literal for a in anchors if a.literal.lower() in line] == []
