@@ -250,32 +250,47 @@ class SourceCoverage(BaseModel):
     retryable: bool = Field(
         default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"
     )
-    file_progress: list[RawRecord] = Field(
-        default_factory=list,
-        exclude=True,
-        description="the last line of each file holding a `last_only` anchor (training "
-        "progress; Loki: each node's last ones): where the job stopped advancing; not "
-        "serialized",
-    )
-    file_tails: list[RawRecord] = Field(
-        default_factory=list,
-        exclude=True,
-        description="the last timed line of each file read (last_of_file records; Loki: the "
-        "last bucket with lines of each stream, an interval; pod logs: each container log's "
-        "last line, not for a log cut at max_bytes_per_pod): where each source stopped "
-        "writing, for the engine's silence test; not serialized",
-    )
 
     @property
     def problems(self) -> int:
         return self.invalid_utf8_lines + self.overlong_lines + self.binary_lines
 
 
+class LogBatch(BaseModel):
+    """What one log source returns for one job (the LogSource contract, connectors/base.py).
+
+    `tails` and `progress` are state the engine relies on (its silence and progress tests),
+    so they are first-class serialized fields here and on RawEvidence, never hidden inside
+    coverage: a Dagster asset that stores raw evidence and reads it back sees them too.
+    """
+
+    records: list[RawRecord] = Field(default_factory=list)
+    tails: list[RawRecord] = Field(
+        default_factory=list,
+        description="the last timed line of each file read (Loki: the last bucket with lines "
+        "of each stream, an interval; pod logs: each container log's last line, not for a log "
+        "cut at max_bytes_per_pod): where each source stopped writing (engine: silence)",
+    )
+    progress: list[RawRecord] = Field(
+        default_factory=list,
+        description="the last line of each file holding a `last_only` anchor (training "
+        "progress; Loki: each node's last ones): where the job stopped advancing",
+    )
+    coverage: SourceCoverage
+
+    def pair(self) -> tuple[list[RawRecord], SourceCoverage]:
+        """(records, coverage), for callers that look at neither tails nor progress."""
+        return self.records, self.coverage
+
+
 class RawEvidence(BaseModel):
-    """Everything fetched for one job: prefiltered lines, metric samples and coverage."""
+    """Everything fetched for one job: prefiltered lines, where each file stops (`tails`)
+    and where training progress stops (`progress`), metric samples and coverage."""
 
     job_id: str
     records: list[RawRecord] = Field(default_factory=list)
+    tails: list[RawRecord] = Field(default_factory=list)
+    progress: list[RawRecord] = Field(default_factory=list)
     samples: list[MetricSample] = Field(default_factory=list)
     coverage: list[SourceCoverage] = Field(default_factory=list)
 

@@ -81,7 +81,7 @@ def source(root: Path, **kw: object) -> FilesSource:
 
 
 def fetch(src: FilesSource, c: ExecutionContext | None = None):  # type: ignore[no-untyped-def]
-    return src.fetch_logs(c or ctx(), ANCHORS, WINDOW)
+    return src.fetch_logs(c or ctx(), ANCHORS, WINDOW).pair()
 
 
 # --- configuration -------------------------------------------------------------------------
@@ -314,7 +314,7 @@ def test_case_logs_other_directory_is_a_cluster_level_source(tmp_path: Path) -> 
         b"2026-11-02T10:07:00Z Warning NodeNotReady node/cn-0411 Node cn-0411 status is now: "
         b"NodeNotReady\n2026-11-02T10:07:05Z Warning NodeNotReady node/cn-7777 other\n",
     )
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW).pair()
     assert cov.nodes_read == ["cn-0410"] and cov.nodes_missing == ["cn-0411"]
     assert cov.files == 3 and cov.errors == []
     cluster = [r for r in recs if r.node == CLUSTER_NODE]
@@ -332,7 +332,7 @@ def test_case_logs_other_directory_is_a_cluster_level_source(tmp_path: Path) -> 
 
 def test_case_with_only_a_cluster_directory_is_not_empty(tmp_path: Path) -> None:
     write(tmp_path / "logs/slurmctld/slurmctld.log", SLURMCTLD)
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW).pair()
     assert len(recs) == 3 and cov.nodes_read == []
     assert cov.nodes_missing == ["cn-0410", "cn-0411"] and cov.status == "partial"
 
@@ -388,7 +388,7 @@ def _case_with_outside_links(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_case_symlinks_to_outside_are_not_followed(tmp_path: Path) -> None:
     case, _ = _case_with_outside_links(tmp_path)
-    recs, cov = LocalFilesClient().fetch_logs(case, ctx(), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(case, ctx(), ANCHORS, WINDOW).pair()
     assert recs == []
     assert "logs/cn-0410/syslog: symlink to outside the case, not read" in cov.errors
     assert "logs/cn-0411: symlink to outside the case, not read" in cov.errors
@@ -475,7 +475,7 @@ def test_case_directories_and_metric_labels_resolve_ip_aliases(tmp_path: Path) -
         tmp_path / "metrics/dcgm.prom",
         b'DCGM_FI_DEV_XID_ERRORS{instance="10.1.0.17:9400",gpu="1"} 79 1793613791000\n',
     )
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, c, ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, c, ANCHORS, WINDOW).pair()
     assert [r.node for r in recs] == ["gpu-017"] and cov.nodes_read == ["gpu-017"]
     samples, _ = LocalFilesClient().fetch_metrics(tmp_path, c, WINDOW)
     assert [s.node for s in samples] == ["gpu-017"]

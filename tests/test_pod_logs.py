@@ -196,7 +196,7 @@ def client(fake_http: Any, **kw: Any) -> PodLogsClient:
 
 
 def fetch(src: PodLogsClient, ctx: ExecutionContext | None = None):
-    return src.fetch_logs(ctx or ctx_oom(), catalog().anchors(), WINDOW)
+    return src.fetch_logs(ctx or ctx_oom(), catalog().anchors(), WINDOW).pair()
 
 
 # --- configuration ---------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def test_kubeconfig_path_reaches_the_api_with_its_token(fake_http: Any, tmp_path
     cfg = PodLogsConfig(kubeconfig=str(kcfg), context="gke-a3", events=False)
     records, cov = PodLogsClient(cfg, now=lambda: NOW).fetch_logs(
         ctx_oom(), catalog().anchors(), WINDOW
-    )
+    ).pair()
     assert records and cov.status == "partial"  # worker-2 is gone
     assert all(r.headers.get("authorization") == "Bearer t0k3n" for r in fake_http.requests)
     assert kube.logs  # the fake served them

@@ -41,13 +41,14 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from attribution_dagster.connectors.base import BackendConfig, SourceError
+from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits
 from attribution_dagster.connectors.promtext import PromFile, iter_samples, sample_nodes
 from attribution_dagster.connectors.scan import DEFAULT_BLOCK, FileScan, FileScanner, ScanSpec
 from attribution_dagster.connectors.timestamps import TimestampParser
 from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
+    LogBatch,
     MetricSample,
     RawRecord,
     SourceCoverage,
@@ -199,15 +200,15 @@ class _Reader:
         anchors: Sequence[Anchor],
         window: Window,
         cov: SourceCoverage,
-    ) -> tuple[list[RawRecord], SourceCoverage]:
+    ) -> LogBatch:
         """Scan the listed files into records and settle the coverage status."""
-        records, failed = self._read(jobs, ctx, anchors, window, cov)
+        batch, failed = self._read(jobs, ctx, anchors, window, cov)
         cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
         read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = _status(  # type: ignore[assignment]
             read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
         )
-        return records, cov
+        return batch
 
     def _read(
         self,
@@ -216,12 +217,14 @@ class _Reader:
         anchors: Sequence[Anchor],
         window: Window,
         cov: SourceCoverage,
-    ) -> tuple[list[RawRecord], int]:
+    ) -> tuple[LogBatch, int]:
         """Records of every job (cluster-level lines naming no job node dropped and counted)
         and the number of files that could not be read at all."""
         results = self._scan_all(self._spec(ctx, anchors, window), jobs)
         index = NodeIndex.of(ctx)
         records: list[RawRecord] = []
+        tails: list[RawRecord] = []
+        progress: list[RawRecord] = []
         failed = 0
         for job, res in zip(jobs, results, strict=True):
             cov.files += 1
@@ -254,7 +257,7 @@ class _Reader:
                 continue  # where a cluster-level file stops says nothing about a job node
             if res.progress is not None:  # where training stopped advancing (engine)
                 lineno, t, quality, text = res.progress
-                cov.file_progress.append(
+                progress.append(
                     RawRecord(
                         source="files",
                         node=job.node,
@@ -267,7 +270,7 @@ class _Reader:
                 )
             if res.tail is not None:  # where the file stops: silence of a node (engine)
                 lineno, t, text = res.tail
-                cov.file_tails.append(
+                tails.append(
                     RawRecord(
                         source="files",
                         node=job.node,
@@ -279,7 +282,7 @@ class _Reader:
                     )
                 )
         cov.records = len(records)
-        return records, failed
+        return LogBatch(records=records, tails=tails, progress=progress, coverage=cov), failed
 
     def _scan_all(self, spec: ScanSpec, jobs: list[FileJob]) -> list[FileScan]:
         sizes = []
@@ -325,7 +328,7 @@ class LocalFilesClient(_Reader):
         ctx: ExecutionContext,
         anchors: Sequence[Anchor],
         window: Window,
-    ) -> tuple[list[RawRecord], SourceCoverage]:
+    ) -> LogBatch:
         """`logs/<node>/**` of the job's nodes (any spelling NodeIndex resolves), and every
         other `logs/<dir>/**` as a cluster-level source (spec section 1)."""
         case_dir = Path(case_dir)
@@ -564,8 +567,16 @@ class FilesSource(_Reader):
 
     # -- LogSource ------------------------------------------------------------------------
     def fetch_logs(
-        self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window
-    ) -> tuple[list[RawRecord], SourceCoverage]:
+        self,
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        limits: SourceLimits | None = None,
+    ) -> LogBatch:
+        if limits is not None and limits.max_line_bytes is not None:
+            capped = self.with_max_line_bytes(limits.max_line_bytes)
+            if capped is not self:
+                return capped.fetch_logs(ctx, anchors, window)
         if not self.root.is_dir():
             raise SourceError(f"files root {self.root} is not a readable directory")
         cov = SourceCoverage(source=self.name)

@@ -23,7 +23,7 @@ Every record keeps a locator a person can reopen: `pod <ns>/<pod> container <c> 
 
 Where each container log stops and its last training-progress line (the engine's silence and
 progress tests, rules/liveness.py) are remembered on the way, one line each, and land in the
-coverage's `file_tails` / `file_progress` as the files connector puts a file's: one entry per
+batch's `tails` / `progress` as the files connector puts a file's: one entry per
 container log (pod, container, current or previous), `stream` the container name (pods of
 one job differ by name, their containers do not: like is compared with like), times exact
 (kubelet's). A log cut at `max_bytes_per_pod` or broken midway did not stop there: it gets
@@ -49,11 +49,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from attribution_dagster.connectors.base import BackendConfig, SourceError, utc_now
+from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits, utc_now
 from attribution_dagster.connectors.kube_events import event_time, render_event
 from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
+    LogBatch,
     RawRecord,
     SourceCoverage,
     Window,
@@ -175,6 +176,8 @@ class _Run:
     index: NodeIndex
     cov: SourceCoverage
     records: list[RawRecord] = field(default_factory=list)
+    tails: list[RawRecord] = field(default_factory=list)  # LogBatch.tails
+    progress: list[RawRecord] = field(default_factory=list)  # LogBatch.progress
     ok_queries: int = 0
     transient: bool = False
     auth_failed: bool = False
@@ -261,8 +264,16 @@ class PodLogsClient:
 
     # -- LogSource ------------------------------------------------------------------------
     def fetch_logs(
-        self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window
-    ) -> tuple[list[RawRecord], SourceCoverage]:
+        self,
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        limits: SourceLimits | None = None,
+    ) -> LogBatch:
+        if limits is not None and limits.max_line_bytes is not None:
+            capped = self.with_max_line_bytes(limits.max_line_bytes)
+            if capped is not self:
+                return capped.fetch_logs(ctx, anchors, window)
         self.api  # noqa: B018 - a configuration that cannot load raises SourceError here
         run = _Run(ctx, window, NodeIndex.of(ctx), SourceCoverage(source=self.name))
         matcher = _Matcher(anchors)
@@ -273,7 +284,8 @@ class PodLogsClient:
             self._read_pod(run, pod, matcher)
         if self.config.events and not run.auth_failed:
             self._read_events(run, pods, matcher)
-        return run.records, self._finish(run, pods)
+        cov = self._finish(run, pods)
+        return LogBatch(records=run.records, tails=run.tails, progress=run.progress, coverage=cov)
 
     # -- pods -----------------------------------------------------------------------------
     def _pods(self, run: _Run) -> list[_Pod]:
@@ -392,9 +404,9 @@ class PodLogsClient:
             if current_whole:  # where each of the container's logs stops (engine: liveness)
                 for e in ends:
                     if e.tail is not None:
-                        run.cov.file_tails.append(e.tail)
+                        run.tails.append(e.tail)
                     if e.progress is not None:
-                        run.cov.file_progress.append(e.progress)
+                        run.progress.append(e.progress)
         if read_any:
             run.cov.pods_read.append(pod.ref)
         elif pod.ref not in run.cov.pods_missing:

@@ -667,10 +667,9 @@ class ParserCatalog:
         out: list[Observation] = []
         per_record: list[tuple[RawRecord, list[Observation]]] = []
         # where each file stops (liveness, not a parsed event): the engine's silence test
-        tails = [_tail_observation(r) for c in raw.coverage for r in c.file_tails]
-        for c in raw.coverage:  # each file's last progress line
-            for r in c.file_progress:
-                tails.extend(o for o in self.parse_record(r, ctx) if o.kind == "progress")
+        tails = [_tail_observation(r) for r in raw.tails]
+        for r in raw.progress:  # each file's last progress line
+            tails.extend(o for o in self.parse_record(r, ctx) if o.kind == "progress")
         for rec in raw.records:
             if rec.last_of_file:
                 tails.append(_tail_observation(rec))
