@@ -59,7 +59,7 @@ from attribution_dagster.models import (
     SourceCoverage,
     Window,
 )
-from attribution_dagster.nodes import NodeIndex
+from attribution_dagster.nodes import CLUSTER_NODE, NodeIndex
 
 MiB = 1024 * 1024
 _KUBELET_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
@@ -565,7 +565,6 @@ class PodLogsClient:
                 ),
                 matcher,
                 seen,
-                default_node=pod.node,
             )
         k8s_nodes = list(dict.fromkeys([p.k8s_node for p in pods if p.k8s_node] + run.ctx.nodes))
         for name in k8s_nodes:
@@ -582,12 +581,11 @@ class PodLogsClient:
                 ),
                 matcher,
                 seen,
-                default_node=run.index.resolve(name) or name,
             )
 
     def _list_events(
         self, run: _Run, what: str, call: Callable[[str | None], Any], matcher: _Matcher,
-        seen: set[str], default_node: str,
+        seen: set[str],
     ) -> None:
         cont: str | None = None
         while not run.auth_failed:
@@ -596,14 +594,13 @@ class PodLogsClient:
                 return
             for ev in data.get("items") or []:
                 if isinstance(ev, dict):
-                    self._keep_event(run, ev, matcher, seen, default_node)
+                    self._keep_event(run, ev, matcher, seen)
             cont = (data.get("metadata") or {}).get("continue") or None
             if not cont:
                 return
 
     def _keep_event(
-        self, run: _Run, ev: dict[str, Any], matcher: _Matcher, seen: set[str],
-        default_node: str,
+        self, run: _Run, ev: dict[str, Any], matcher: _Matcher, seen: set[str]
     ) -> None:
         meta = ev.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -619,14 +616,16 @@ class PodLogsClient:
         line = render_event(ev)
         if not matcher.hit(line):
             return
-        obj = ev.get("involvedObject") or {}
-        node = default_node
-        if obj.get("kind") == "Node":
-            node = run.index.resolve(obj.get("name")) or obj.get("name") or default_node
+        # An Event is the control plane writing about a node or pod, not a line the node
+        # wrote: it is a cluster-level record, exactly as when a case holds the same Events
+        # in a cluster-level file (logs/<dir>/events.txt). The parser catalog then names the
+        # node from the Event (Node object, reporting kubelet, pod) and tags every observation
+        # of the line as logged elsewhere, so liveness does not count it as the node writing,
+        # whichever door the Event came through.
         run.records.append(
             RawRecord(
                 source=self.name,
-                node=node,
+                node=CLUSTER_NODE,
                 locator=f"event {key}",
                 time=first,
                 time_quality="exact" if first is not None else "unknown",
