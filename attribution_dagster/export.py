@@ -41,7 +41,7 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> dict[str, 
 
     parser = TimestampParser(ctx.start, ctx.log_timezone)
     files: dict[Path, list[str]] = defaultdict(list)
-    for rec in sorted(raw.records, key=lambda r: (r.node, r.stream, r.locator)):
+    for rec in sorted(raw.records, key=lambda r: (r.node, r.stream, r.locator.render())):
         text = rec.text
         first = text.split("\n", 1)[0].encode("utf-8", "replace")
         own_time = parser.parse_line(first) is not None

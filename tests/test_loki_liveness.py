@@ -159,7 +159,7 @@ def test_tail_and_progress_records_have_the_files_shape(fake_http, tmp_path):
         seconds=15
     )
     assert a_app.time <= START + timedelta(minutes=20) <= a_app.time_latest  # the timeout
-    assert a_app.locator == (
+    assert str(a_app.locator) == (
         'count_over_time({filename="/var/log/app.log", host="gpu-a", job="varlogs"} [15s]) '
         f"@ns:{to_ns(a_app.time_latest)}"
     )

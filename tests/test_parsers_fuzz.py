@@ -37,7 +37,7 @@ def check(text: str, node: str = "node-a") -> None:
     for obs in CAT.parse_record(rec, CTX):
         assert obs.kind in OBSERVATION_KINDS
         assert len(obs.excerpt) <= 300
-        assert obs.locator == "f:1" and obs.source == "files"
+        assert str(obs.locator) == "f:1" and obs.source == "files"
         assert obs.node in ("node-a", "node-b")
     kinds = [o.kind for o in CAT.parse_record(rec, CTX)]
     assert len(kinds) == len(set(kinds)), "one observation per kind per line"

@@ -251,7 +251,7 @@ def test_kubeconfig_path_reaches_the_api_with_its_token(fake_http: Any, tmp_path
 def test_current_and_previous_logs_with_kubelet_timestamps(fake_http: Any) -> None:
     oom_cluster(fake_http)
     records, cov = fetch(client(fake_http, events=False))
-    by_loc = {r.locator: r for r in records}
+    by_loc = {str(r.locator): r for r in records}
     warn = by_loc[f"pod {NS}/{W0} container trainer @ 2026-11-20T10:31:10.381234042Z"]
     assert warn.text.startswith("gpu-node-07:115538:115749 [0] transport/net_ib.cc:1696 NCCL WARN")
     assert warn.time == datetime(2026, 11, 20, 10, 31, 10, 381234, tzinfo=UTC)
@@ -262,8 +262,8 @@ def test_current_and_previous_logs_with_kubelet_timestamps(fake_http: Any) -> No
     child = next(r for r in records if "ChildFailedError" in r.text)
     assert "host      : gpu-node-07" in child.text and "\n2026-11-20T" not in child.text
     # the previous container of worker-1 (restarted): inside the window only
-    prev = [r for r in records if " previous @ " in r.locator]
-    assert [r.locator for r in prev] == [
+    prev = [r for r in records if " previous @ " in str(r.locator)]
+    assert [str(r.locator) for r in prev] == [
         f"pod {NS}/{W1} container trainer previous @ 2026-11-20T10:00:09.903112000Z"
     ]
     assert prev[0].node == "gpu-node-12"
@@ -363,7 +363,7 @@ def test_no_pods_and_no_selector_says_so(fake_http: Any) -> None:
 def test_events_of_the_pods_and_nodes_become_rows(fake_http: Any) -> None:
     oom_cluster(fake_http)
     records, cov = fetch(client(fake_http))
-    events = {r.locator: r for r in records if r.stream == "events"}
+    events = {str(r.locator): r for r in records if r.stream == "events"}
     nr = events["event default/gpu-node-07.187a3c1f2b9e0d44"]
     # an Event is a cluster-level record, as in a case's cluster-level events file; the
     # catalog names its node (below)

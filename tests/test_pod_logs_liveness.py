@@ -259,7 +259,7 @@ def test_tails_and_progress_have_the_files_shape(fake_http):
     for node, t in tails.items():
         assert t.last_of_file and t.time_quality == "exact" and t.time_latest is None
         assert t.stream == "trainer" and t.source == "pod_logs"
-        assert t.locator == f"pod {NS}/{PODS[node]} container trainer @ {stamp(t.time)}"
+        assert str(t.locator) == f"pod {NS}/{PODS[node]} container trainer @ {stamp(t.time)}"
     assert tails["gpu-c"].time == DIED - timedelta(seconds=30)
     assert tails["gpu-a"].time == TIMEOUT + timedelta(seconds=2)
     assert tails["gpu-a"].text == "[rank0] exiting: watchdog"  # the body, not the stamp
@@ -364,8 +364,8 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
     batch = fetch(serve(fake_http, ctx, logs, previous=previous), ctx)
     d = sorted((t for t in batch.tails if t.node == "gpu-d"), key=lambda t: t.time)
     assert [t.time for t in d] == [crashed, TIMEOUT + timedelta(seconds=2)]
-    assert d[0].locator == f"pod {NS}/{PODS['gpu-d']} container trainer previous @ {stamp(crashed)}"
-    assert " previous @ " not in d[1].locator
+    assert str(d[0].locator) == f"pod {NS}/{PODS['gpu-d']} container trainer previous @ {stamp(crashed)}"
+    assert " previous @ " not in str(d[1].locator)
     # the current log answers 500: the previous log's tail is not kept either
     kube_src = serve(fake_http, ctx, logs, previous=previous)
     fake_http.route_prefix(
@@ -383,15 +383,17 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
 
 
 def test_stream_key_folds_a_generated_pod_suffix_only():
+    from attribution_dagster.models import FileLine
     from attribution_dagster.rules.liveness import stream_key
 
-    a = stream_key(f"logs/gpu-a/{PODS['gpu-a']}.log:12")
-    assert a == stream_key(f"logs/gpu-c/{PODS['gpu-c']}.log:40") == (
-        "llama-#b-r#k#w-worker-#-#-*.log"
-    )
-    assert stream_key("logs/n/slurm-4812.out:1") == "slurm-#.out"
+    def key(path: str, line: int) -> str:
+        return stream_key(FileLine(path=path, line=line))
+
+    a = key(f"logs/gpu-a/{PODS['gpu-a']}.log", 12)
+    assert a == key(f"logs/gpu-c/{PODS['gpu-c']}.log", 40) == ("llama-#b-r#k#w-worker-#-#-*.log")
+    assert key("logs/n/slurm-4812.out", 1) == "slurm-#.out"
     for name in ("app.log", "kern.log", "train-stdout.log", "nccl-debug.txt"):
-        assert stream_key(f"logs/n/{name}:3") == name  # words keep their vowels
+        assert key(f"logs/n/{name}", 3) == name  # words keep their vowels
 
 
 def test_a_kubernetes_event_is_not_the_node_writing():

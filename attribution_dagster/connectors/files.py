@@ -48,6 +48,7 @@ from attribution_dagster.connectors.timestamps import TimestampParser
 from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
+    FileLine,
     LogBatch,
     MetricSample,
     RawRecord,
@@ -200,9 +201,11 @@ class _Reader:
         anchors: Sequence[Anchor],
         window: Window,
         cov: SourceCoverage,
+        root: str,
     ) -> LogBatch:
-        """Scan the listed files into records and settle the coverage status."""
-        batch, failed = self._read(jobs, ctx, anchors, window, cov)
+        """Scan the listed files into records and settle the coverage status. `root`: the
+        case or root directory the files were found under (part of each FileLine locator)."""
+        batch, failed = self._read(jobs, ctx, anchors, window, cov, root)
         cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
         read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = _status(  # type: ignore[assignment]
@@ -217,6 +220,7 @@ class _Reader:
         anchors: Sequence[Anchor],
         window: Window,
         cov: SourceCoverage,
+        root: str,
     ) -> tuple[LogBatch, int]:
         """Records of every job (cluster-level lines naming no job node dropped and counted)
         and the number of files that could not be read at all."""
@@ -245,7 +249,7 @@ class _Reader:
                     RawRecord(
                         source="files",
                         node=job.node,
-                        locator=f"{job.display}:{lineno}",
+                        locator=FileLine(root=root, path=job.display, line=lineno),
                         time=t,
                         time_quality=quality,  # type: ignore[arg-type]
                         time_latest=res.latest.get(lineno),
@@ -261,7 +265,7 @@ class _Reader:
                     RawRecord(
                         source="files",
                         node=job.node,
-                        locator=f"{job.display}:{lineno}",
+                        locator=FileLine(root=root, path=job.display, line=lineno),
                         time=t,
                         time_quality=quality,  # type: ignore[arg-type]
                         text=text,
@@ -274,7 +278,7 @@ class _Reader:
                     RawRecord(
                         source="files",
                         node=job.node,
-                        locator=f"{job.display}:{lineno}",
+                        locator=FileLine(root=root, path=job.display, line=lineno),
                         time=t,
                         text=text,
                         stream=job.path.name,
@@ -364,7 +368,7 @@ class LocalFilesClient(_Reader):
                 FileJob(CLUSTER_NODE, path, display)
                 for path, display in box.walk(logs / name, f"logs/{name}", cov.errors)
             )
-        return self._read_all(jobs, ctx, anchors, window, cov)
+        return self._read_all(jobs, ctx, anchors, window, cov, str(case_dir))
 
     # -- metrics ------------------------------------------------------------------------
     def fetch_metrics(
@@ -421,7 +425,7 @@ class LocalFilesClient(_Reader):
                             MetricSample(
                                 source="files",
                                 node=node,
-                                locator=f"{display}:{s.line}",
+                                locator=FileLine(root=str(case_dir), path=display, line=s.line),
                                 time=t,
                                 name=s.name,
                                 labels=s.labels,
@@ -620,7 +624,7 @@ class FilesSource(_Reader):
             expected = [batch_host] if paths else []
         cov.nodes_read = [n for n in index.nodes if n in node_files]
         cov.nodes_missing = [n for n in expected if n not in cov.nodes_read]
-        return self._read_all(jobs, ctx, anchors, window, cov)
+        return self._read_all(jobs, ctx, anchors, window, cov, str(self.root))
 
     # -- templates --------------------------------------------------------------------------
     def _add_output(

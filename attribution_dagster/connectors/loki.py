@@ -68,6 +68,7 @@ from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
     LogBatch,
+    QueryAt,
     RawRecord,
     SourceCoverage,
     Window,
@@ -147,11 +148,11 @@ def stream_selector(labels: Mapping[str, str]) -> str:
     return "{" + body + "}"
 
 
-def locator(labels: Mapping[str, str], ts_ns: int) -> str:
+def locator(labels: Mapping[str, str], ts_ns: int) -> QueryAt:
     """`{<the stream's labels>} @ns:<timestamp>`: paste the selector into Grafana Explore
     and set the time range around the timestamp to see the line and its neighbours. The
     part before the last `:` is constant per stream (parsers group a stream's records by it)."""
-    return f"{stream_selector(labels)} @ns:{ts_ns}"
+    return QueryAt(language="logql", query=stream_selector(labels), at_ns=ts_ns)
 
 
 def to_ns(t: datetime) -> int:
@@ -453,6 +454,7 @@ class _Fetch:
     max_window: int
     records: list[RawRecord] = field(default_factory=list)
     tails: list[RawRecord] = field(default_factory=list)  # LogBatch.tails
+    tail_selectors: list[str] = field(default_factory=list)  # each tail's stream selector
     progress: list[RawRecord] = field(default_factory=list)  # LogBatch.progress
     seen: set[_Key] = field(default_factory=set)  # entries kept (records)
     edge: set[_Key] = field(default_factory=set)  # entries at the last page's last timestamp
@@ -1020,11 +1022,12 @@ class LokiClient:
             if node is None:
                 continue
             st.streams_nodes.add(node)  # it has logs in the window, anchor lines or not
+            st.tail_selectors.append(self._series_selector(labels))
             st.tails.append(
                 RawRecord(
                     source="loki",
                     node=node,
-                    locator=f"{query} @ns:{t}",
+                    locator=QueryAt(language="logql", query=query, at_ns=t),
                     time=from_ns(t - step),
                     time_quality="inherited",
                     time_latest=from_ns(t),
@@ -1067,7 +1070,7 @@ class LokiClient:
             i = by_node[node]
             rec = st.tails[i]
             t = to_ns(rec.time_latest)  # type: ignore[arg-type]
-            selector = rec.locator.removeprefix("count_over_time(").rsplit(" [", 1)[0]
+            selector = st.tail_selectors[i]
             entries = self._backward(st, selector, t, step, 1, f"last line of {node}")
             if not entries:
                 continue
@@ -1099,11 +1102,15 @@ class LokiClient:
         inner = self.query_text(st, nodes, literals)
         return f"sum by ({', '.join(labels)}) (count_over_time({inner} [{step // _NS}s]))"
 
-    def _series_query(self, labels: Mapping[str, str], literals: Sequence[str], step: int) -> str:
-        """A reopenable query of one series: its exact labels and the configured matchers."""
+    def _series_selector(self, labels: Mapping[str, str]) -> str:
+        """One series' exact labels and the configured matchers, as a stream selector."""
         body = [f"{k}={logql_string(v)}" for k, v in sorted(labels.items())]
         body += self.config.matchers()
-        inner = "{" + ", ".join(body) + "}"
+        return "{" + ", ".join(body) + "}"
+
+    def _series_query(self, labels: Mapping[str, str], literals: Sequence[str], step: int) -> str:
+        """A reopenable query of one series: its exact labels and the configured matchers."""
+        inner = self._series_selector(labels)
         if literals:
             inner += " " + line_filter(literals)
         return f"count_over_time({inner} [{step // _NS}s])"

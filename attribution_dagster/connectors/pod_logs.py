@@ -54,6 +54,7 @@ from attribution_dagster.connectors.kube_events import event_time, render_event
 from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
+    KubeObject,
     LogBatch,
     RawRecord,
     SourceCoverage,
@@ -465,7 +466,12 @@ class PodLogsClient:
         """(bytes read, stopped early because a line was past the window end, where the log
         stops: its last timed line and last progress line; None when the stream broke)."""
         cov, window = run.cov, run.window
-        tag = f"pod {pod.ref} container {container}" + (" previous" if previous else "")
+        def where(field: str) -> KubeObject:  # this container log's line at `field`
+            return KubeObject(
+                kind="pod_log", namespace=pod.namespace, name=pod.name, container=container,
+                previous=previous, field=field,
+            )  # fmt: skip
+
         recs: list[dict[str, Any]] = []  # RawRecord fields; continuation lines still come
         pending: list[list[Any]] = []  # [record fields, lines still wanted]
         got, stopped, lineno = 0, False, 0
@@ -512,7 +518,7 @@ class PodLogsClient:
                 rec = {
                     "source": self.name,
                     "node": pod.node,
-                    "locator": f"{tag} @ {stamp or f'line {lineno}'}",
+                    "locator": where(stamp or f"line {lineno}"),
                     "time": when,
                     "time_quality": "exact" if when is not None else "unknown",
                     "text": text,
@@ -536,13 +542,13 @@ class PodLogsClient:
         if tail is not None:
             stamp, when, text = tail
             end.tail = RawRecord(
-                source=self.name, node=pod.node, locator=f"{tag} @ {stamp}", time=when,
+                source=self.name, node=pod.node, locator=where(stamp), time=when,
                 text=text, stream=container, last_of_file=True,
             )  # fmt: skip
         if prog is not None:
             stamp, when, text, at = prog
             end.progress = RawRecord(
-                source=self.name, node=pod.node, locator=f"{tag} @ {stamp or f'line {at}'}",
+                source=self.name, node=pod.node, locator=where(stamp or f"line {at}"),
                 time=when, time_quality="exact" if when is not None else "unknown",
                 text=text, stream=container,
             )  # fmt: skip
@@ -603,7 +609,10 @@ class PodLogsClient:
         self, run: _Run, ev: dict[str, Any], matcher: _Matcher, seen: set[str]
     ) -> None:
         meta = ev.get("metadata") or {}
-        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        ref = KubeObject(
+            kind="event", namespace=str(meta.get("namespace", "")), name=str(meta.get("name", ""))
+        )
+        key = f"{ref.namespace}/{ref.name}"
         if key in seen:
             return
         seen.add(key)
@@ -626,7 +635,7 @@ class PodLogsClient:
             RawRecord(
                 source=self.name,
                 node=CLUSTER_NODE,
-                locator=f"event {key}",
+                locator=ref,
                 time=first,
                 time_quality="exact" if first is not None else "unknown",
                 text=line,

@@ -93,6 +93,7 @@ from attribution_dagster.models import (
     OBSERVATION_KINDS,
     Anchor,
     ExecutionContext,
+    FileLine,
     MetricSample,
     Observation,
     RawEvidence,
@@ -400,7 +401,7 @@ def _relabel_srun_tasks(
         m[task] = node if m.get(task, node) == node else None
 
     for rec, obs in per_record:
-        path = rec.locator.rsplit(":", 1)[0]
+        path = rec.locator.stream
         label = _SRUN_LABEL.match(rec.text)
         for o in obs:
             if o.node not in ctx.nodes:
@@ -416,7 +417,7 @@ def _relabel_srun_tasks(
     out: list[tuple[RawRecord, list[Observation]]] = []
     for rec, obs in per_record:
         label = _SRUN_LABEL.match(rec.text)
-        table = hosts.get(rec.locator.rsplit(":", 1)[0])
+        table = hosts.get(rec.locator.stream)
         host = table.get(int(label.group(1))) if label and table else None
         if host is None or host == rec.node:
             out.append((rec, obs))
@@ -440,11 +441,6 @@ def _relabel_srun_tasks(
 _ECHO_LINES = 40  # an echo follows (or precedes) the host-named line closely
 
 
-def _line_no(locator: str) -> int | None:
-    tail = locator.rsplit(":", 1)[-1]
-    return int(tail) if tail.isdigit() else None
-
-
 def _follow_echoes(
     per_record: list[tuple[RawRecord, list[Observation]]], ctx: ExecutionContext | None
 ) -> list[tuple[RawRecord, list[Observation]]]:
@@ -458,7 +454,7 @@ def _follow_echoes(
         return per_record
     named: dict[tuple[str, str, Any], list[tuple[int, str]]] = {}
     for rec, obs in per_record:
-        path, line = rec.locator.rsplit(":", 1)[0], _line_no(rec.locator)
+        path, line = rec.locator.stream, rec.locator.position
         for o in obs:
             if (
                 line is not None
@@ -472,7 +468,7 @@ def _follow_echoes(
         return per_record
     out: list[tuple[RawRecord, list[Observation]]] = []
     for rec, obs in per_record:
-        path, line = rec.locator.rsplit(":", 1)[0], _line_no(rec.locator)
+        path, line = rec.locator.stream, rec.locator.position
         moved = []
         for o in obs:
             near = named.get((path, o.parser, o.time)) if line is not None else None
@@ -508,9 +504,9 @@ def _trim(text: str) -> str:
 
 def _sort_key(o: Observation) -> tuple[int, float, str, str]:
     if o.time is None:
-        return (1, 0.0, o.node, o.locator)
+        return (1, 0.0, o.node, o.locator.render())
     t = o.time if o.time.tzinfo else o.time.replace(tzinfo=timezone.utc)
-    return (0, t.timestamp(), o.node, o.locator)
+    return (0, t.timestamp(), o.node, o.locator.render())
 
 
 class ParserCatalog:
@@ -674,7 +670,7 @@ class ParserCatalog:
             if rec.last_of_file:
                 tails.append(_tail_observation(rec))
                 continue
-            key = (rec.source, rec.locator, rec.text)
+            key = (rec.source, rec.locator.render(), rec.text)
             if key in seen:
                 continue
             seen.add(key)
@@ -736,7 +732,7 @@ class ParserCatalog:
             MetricSample(
                 source="example",
                 node="node-a",
-                locator=f"example.prom:{i + 1}",
+                locator=FileLine(path="example.prom", line=i + 1),
                 time=t0 + timedelta(seconds=i),
                 name=spec.names[0],
                 labels=ex.labels,
@@ -749,7 +745,7 @@ class ParserCatalog:
                 MetricSample(
                     source="example",
                     node="node-a",
-                    locator=f"example.prom:{len(ex.values) + i + 1}",
+                    locator=FileLine(path="example.prom", line=len(ex.values) + i + 1),
                     time=t0 + timedelta(seconds=i),
                     name=spec.ratio_of,
                     labels=ex.labels,
@@ -767,7 +763,7 @@ class ParserCatalog:
         rec = RawRecord(
             source="example",
             node=ex.node,
-            locator="example:1",
+            locator=FileLine(path="example", line=1),
             time=datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc),
             text=text,
         )
