@@ -366,7 +366,7 @@ class MetricSample(BaseModel):
     time: datetime
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
-    value: float
+    value: float = Field(allow_inf_nan=False)  # JSON has no NaN / inf: it would come back null
 
     @model_validator(mode="before")
     @classmethod

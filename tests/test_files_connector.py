@@ -207,7 +207,8 @@ def test_gz_read_and_corrupt_gz_reported(tmp_path: Path) -> None:
     write(tmp_path / "logs/node-b/app.log.1.gz", b"")
     (tmp_path / "logs/node-b/app.log.1.gz").write_bytes(good[: len(good) // 2])  # truncated
     write(tmp_path / "logs/node-b/app.log", APP)
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a", "node-b"]), ANCHORS, WINDOW).pair()
+    batch = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a", "node-b"]), ANCHORS, WINDOW)
+    recs, cov = batch.pair()
     assert {str(r.locator) for r in recs if r.node == "node-a"} == {
         "logs/node-a/kern.log.gz:2",
         "logs/node-a/kern.log.gz:3",

@@ -281,7 +281,7 @@ SLURMCTLD = (
 
 def _cluster_obs(recs: list[RawRecord], c: ExecutionContext):  # type: ignore[no-untyped-def]
     obs = pipeline.normalize(RawEvidence(job_id=c.job_id, records=recs), c)
-    return [(o.node, o.parser, str(o.locator).rsplit(":", 1)[1], o.attrs.get("logged_on")) for o in obs]
+    return [(o.node, o.parser, str(o.locator.line), o.attrs.get("logged_on")) for o in obs]
 
 
 def test_cluster_paths_attribute_lines_to_the_job_node_they_name(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from attribution_dagster.connectors.loki import (
     to_ns,
 )
 from attribution_dagster.connectors.timestamps import TimestampParser
-from attribution_dagster.models import Anchor, ExecutionContext, Window
+from attribution_dagster.models import Anchor, ExecutionContext, QueryAt, Window
 
 pytestmark = pytest.mark.loki
 
@@ -146,7 +146,8 @@ def test_tricky_anchors_pushed_down_select_exactly_their_lines(fake_http):
     for i, line in enumerate(lines):
         loki.add(kern("node-a"), T0 + i * S, line)
     loki.install(fake_http)
-    recs, cov = client(fake_http.url).fetch_logs(ctx(), [Anchor(literal=x) for x in TRICKY], WINDOW).pair()
+    anchors = [Anchor(literal=x) for x in TRICKY]
+    recs, cov = client(fake_http.url).fetch_logs(ctx(), anchors, WINDOW).pair()
     assert sorted(r.text for r in recs) == sorted(f"{lit} present" for lit in TRICKY)
     assert cov.status == "partial" and cov.nodes_missing == ["node-b"]  # node-b has no stream
     q = loki.queries[0]
@@ -176,11 +177,13 @@ def test_records_node_time_stream_locator(fake_http):
     a = recs[0]
     assert a.source == "loki" and a.time_quality == "exact"
     assert a.time == datetime(2026, 11, 2, 10, 1, 1, 123456, tzinfo=UTC)
-    assert str(a.locator) == f'{{filename="/var/log/kern.log", host="NODE-A.cluster.local"}} @ns:{ts}'
+    sel = '{filename="/var/log/kern.log", host="NODE-A.cluster.local"}'
+    assert a.locator == QueryAt(language="logql", query=sel, at_ns=ts)
+    assert str(a.locator) == f"{sel} @ns:{ts}"
     assert cov.status == "ok" and cov.nodes_read == ["node-a", "node-b"]
     assert cov.queries == 2 and cov.records == 2 and cov.lines == 2 and cov.bytes > 0
     # the locator's selector finds the line again (Grafana Explore / logcli)
-    sel = str(a.locator).rsplit(" @ns:", 1)[0]
+    sel = a.locator.query
     code, body = loki.evaluate({"query": sel, "start": str(ts), "end": str(ts + 1), "limit": "10"})
     assert body["data"]["result"][0]["values"] == [[str(ts), a.text]]
 
@@ -289,7 +292,9 @@ def test_pushdown_off_reads_everything_and_filters_in_the_client(fake_http):
         line = f"NCCL WARN {i}" if i % 10 == 3 else f"noise line {i}"
         loki.add(kern("node-a" if i % 2 else "node-b"), T0 + (i // 3) * S, line)
     loki.install(fake_http)
-    on, cov_on = client(fake_http.url, max_entries_per_query=7).fetch_logs(ctx(), ANCHORS, WINDOW).pair()
+    on, cov_on = (
+        client(fake_http.url, max_entries_per_query=7).fetch_logs(ctx(), ANCHORS, WINDOW).pair()
+    )
     n_on = len(loki.queries)
     off, cov_off = client(fake_http.url, max_entries_per_query=7, pushdown=False).fetch_logs(
         ctx(), ANCHORS, WINDOW
@@ -499,7 +504,8 @@ def test_400_time_range_shrinks_the_window(fake_http):
     for m in range(0, 30, 2):
         loki.add(kern("node-a"), T0 + m * 60 * S, f"NCCL WARN minute {m}")
     loki.install(fake_http)
-    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW).pair()
+    src = client(fake_http.url, liveness=False)
+    recs, cov = src.fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert len(recs) == 15 and cov.status == "ok"
     ok = [q for q in loki.queries if int(q["end"]) - int(q["start"]) <= 600 * S]
     assert len(ok) == len(loki.queries) - 1  # only the first, whole-window query was refused
@@ -561,7 +567,8 @@ def test_context_after_is_read_with_a_second_narrow_query(fake_http):
         loki.add(app, T0 + 100 * S + i * 1000, line)
     loki.install(fake_http)
     anchors = [*ANCHORS, Anchor(literal="ChildFailedError", context_after=3)]
-    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(["node-a"]), anchors, WINDOW).pair()
+    src = client(fake_http.url, liveness=False)
+    recs, cov = src.fetch_logs(ctx(["node-a"]), anchors, WINDOW).pair()
     assert len(recs) == 1
     assert recs[0].text == "\n".join(block[:4])
     ctx_query = loki.queries[-1]

@@ -172,7 +172,10 @@ def test_tail_and_progress_records_have_the_files_shape(fake_http, tmp_path):
     assert progress["gpu-c"].time == START + timedelta(minutes=9, seconds=30)
     assert "iteration" in progress["gpu-c"].text and progress["gpu-c"].time_quality == "exact"
     # normalized like the files path: log_last_line + progress observations
-    obs = pipeline.normalize(pipeline.RawEvidence(job_id="9101", records=recs, tails=batch.tails, progress=batch.progress, coverage=[cov]), c)
+    raw = pipeline.RawEvidence(
+        job_id="9101", records=recs, tails=batch.tails, progress=batch.progress, coverage=[cov]
+    )
+    obs = pipeline.normalize(raw, c)
     kinds = {o.kind for o in obs}
     assert {"log_last_line", "progress"} <= kinds
     # bounded: no progress line is pulled except the last bucket's

@@ -15,8 +15,8 @@ from attribution_dagster.models import (
     OBSERVATION_KINDS,
     ExecutionContext,
     FileLine,
-    QueryAt,
     MetricSample,
+    QueryAt,
     RawEvidence,
     RawRecord,
 )
@@ -602,7 +602,8 @@ def test_dcgm_xid_gauge_change_detection() -> None:
         "0000:91:00",
         "dcgm",
     )
-    assert o.locator == FileLine(path="metrics/dcgm.prom", line=2) and "DCGM_FI_DEV_XID_ERRORS{" in o.excerpt
+    assert o.locator == FileLine(path="metrics/dcgm.prom", line=2)
+    assert "DCGM_FI_DEV_XID_ERRORS{" in o.excerpt
     first = CAT.normalize_samples([sample("DCGM_FI_DEV_XID_ERRORS", 48, 0, gpu="0")], CTX)
     assert [x.code for x in first] == [48]
 
@@ -661,10 +662,16 @@ def test_ib_state_transitions_and_link_downed() -> None:
 
 
 def test_metrics_tolerate_nan_and_inf() -> None:
+    """A MetricSample refuses NaN / inf (JSON would turn them into null across an asset
+    boundary; sources drop them); the normalizer still tolerates one built unchecked."""
+    with pytest.raises(ValueError):
+        sample("DCGM_FI_DEV_XID_ERRORS", math.nan, 0, gpu="0")
+    good = sample("DCGM_FI_DEV_XID_ERRORS", 79, 2, gpu="0")
+    at = [T0, T0 + timedelta(seconds=1)]
     s = [
-        sample("DCGM_FI_DEV_XID_ERRORS", v, i, gpu="0")
-        for i, v in enumerate([math.nan, math.inf, 79])
-    ]
+        MetricSample.model_construct(**{**dict(good), "value": v, "time": t})
+        for t, v in zip(at, [math.nan, math.inf], strict=True)
+    ] + [good]
     obs = CAT.normalize_samples(s, CTX)
     assert [o.code for o in obs][-1] == 79
 

@@ -37,7 +37,6 @@ from attribution_dagster.models import (
     JobState,
     LogBatch,
     PodRef,
-    SourceCoverage,
 )
 from attribution_dagster.pipeline import analyze_case, analyze_context, catalog
 
@@ -364,7 +363,8 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
     batch = fetch(serve(fake_http, ctx, logs, previous=previous), ctx)
     d = sorted((t for t in batch.tails if t.node == "gpu-d"), key=lambda t: t.time)
     assert [t.time for t in d] == [crashed, TIMEOUT + timedelta(seconds=2)]
-    assert str(d[0].locator) == f"pod {NS}/{PODS['gpu-d']} container trainer previous @ {stamp(crashed)}"
+    want = f"pod {NS}/{PODS['gpu-d']} container trainer previous @ {stamp(crashed)}"
+    assert str(d[0].locator) == want
     assert " previous @ " not in str(d[1].locator)
     # the current log answers 500: the previous log's tail is not kept either
     kube_src = serve(fake_http, ctx, logs, previous=previous)
