@@ -481,6 +481,9 @@ def _follow_echoes(
     return out
 
 
+_EVENT_TAG = ("event_reason", "event_type", "object")  # what marks an observation as an Event's
+
+
 def _tail_observation(rec: RawRecord) -> Observation:
     """The last timed line of a file, as a `log_last_line` observation (engine: silence)."""
     return Observation(
@@ -598,8 +601,16 @@ class ParserCatalog:
         out: list[Observation] = []
         origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
         cluster = rec.node == CLUSTER_NODE
+        # A Kubernetes Event's line may also match a parser of the message it quotes (an
+        # OOMKilling's `Memory cgroup out of memory: Killed process ...` is a cgroup_oom too).
+        # Every observation of the line carries the Event's tag: it is the control plane
+        # writing about the node, not the node writing (liveness), whichever door and file
+        # layout it came through (API, a node's events file, a cluster-level one).
+        event = next((d["attrs"] for _, d in matches if "event_reason" in d["attrs"]), None)
         for p, draft in matches:
             attrs = draft["attrs"]
+            if event is not None and "event_reason" not in attrs:
+                attrs = {**{k: event[k] for k in _EVENT_TAG if k in event}, **attrs}
             node = rec.node
             hosts: list[str] = []
             if ctx is not None and draft.get("node_host"):
