@@ -481,7 +481,8 @@ def _follow_echoes(
     return out
 
 
-_EVENT_TAG = ("event_reason", "event_type", "object")  # what marks an observation as an Event's
+# what marks an observation as an Event's, and times it
+_EVENT_TAG = ("event_reason", "event_type", "object", "first_seen")
 
 
 def _tail_observation(rec: RawRecord) -> Observation:
@@ -556,6 +557,31 @@ class ParserCatalog:
         """Matches of one line (first line of a record) in catalog order: (parser, draft)."""
         return self._match(line, line)
 
+    def _event_row_matches(
+        self, text: str, found: list[tuple[Parser, dict[str, Any]]]
+    ) -> list[tuple[Parser, dict[str, Any]]]:
+        """A pretty-printed Event (`kubectl get events -o json`) starts its record at its
+        `"eventTime"` line; its message is lines later, where no one-line parser looks. The
+        API door renders the same Event as one row, whose message the other parsers do read
+        (an OOMKilling quoting the kernel's `Memory cgroup out of memory` is a cgroup_oom
+        too). So the row is matched here as well: both doors give the same observations."""
+        from attribution_dagster.connectors.kube_events import render, view_of_json_text
+
+        view = view_of_json_text(text)
+        if view is None:
+            return []
+        row = render(view)
+        kinds = {p.spec.kind for p, _ in found}
+        extra = []
+        for p, draft in self._match(row, row):
+            if p.spec.kind in kinds or p.spec.id.startswith("k8s_event"):
+                continue
+            draft["excerpt"] = draft.get("excerpt") or row
+            if not draft.get("node_host") and view.node_name():  # the row names the node
+                draft["node_host"] = view.node_name()
+            extra.append((p, draft))
+        return extra
+
     def _match(self, line: str, text: str) -> list[tuple[Parser, dict[str, Any]]]:
         cand: set[int] = set()
         found = self._hs.present(line) if self._hs is not None else None
@@ -596,6 +622,8 @@ class ParserCatalog:
             text = "\n".join(part[:MATCH_MAX] for part in text.split("\n"))
         try:
             matches = self._match(line, text)
+            if "\n" in text and any("event_reason" in d["attrs"] for _, d in matches):
+                matches += self._event_row_matches(text, matches)
         except Exception:  # regex engine edge cases must not stop an analysis
             return []
         out: list[Observation] = []
@@ -635,8 +663,10 @@ class ParserCatalog:
                 continue  # a cluster-level line about no node of this job: context only
             when, quality = rec.time, rec.time_quality
             latest = rec.time_latest if quality != "exact" else None
-            if p.spec.time_from and quality != "exact":
-                own = _inline_time(attrs.get(p.spec.time_from), ctx)
+            # an Event's every observation is timed like the Event (its first occurrence)
+            time_from = p.spec.time_from or ("first_seen" if "event_reason" in attrs else None)
+            if time_from and quality != "exact":
+                own = _inline_time(attrs.get(time_from), ctx)
                 if own is not None:
                     when, quality, latest = own, "exact", None
             for host in hosts or [node]:
