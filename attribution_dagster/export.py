@@ -45,7 +45,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path, PurePosixPath
 
 from attribution_dagster.connectors.timestamps import TimestampParser
-from attribution_dagster.models import ExecutionContext, MetricSample, RawEvidence, RawRecord
+from attribution_dagster.models import (
+    ExecutionContext,
+    FileLine,
+    Locator,
+    MetricSample,
+    RawEvidence,
+    RawRecord,
+)
 
 NOT_REPRODUCED = frozenset({
     "bytes", "lines", "files", "samples", "out_of_window", "context_lines",
@@ -62,20 +69,12 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _CHUNK = 1 << 20  # empty lines are written in chunks of this many bytes at most
 
 
-def file_line(locator: str) -> tuple[str, int] | None:
+def file_line(locator: Locator) -> tuple[str, int] | None:
     """(file path, line number) a record or sample was read from, or None when it did not
-    come from a file (a LogQL/PromQL query and a time, a Kubernetes object).
-
-    The one place that reads a locator: at the typed-locator merge this becomes
-    `(loc.path, loc.line) if loc.path is not None else None`.
-    """
-    path, sep, line = locator.rpartition(":")
-    if not sep or not path or not line.isdigit() or int(line) < 1:
-        return None
-    p = PurePosixPath(path)
-    if " @" in path or not (p.is_absolute() or p.parts[0] in _CASE_TOPS):
-        return None  # `{job="x"} @ns:1700000000...`, `promql: ... @ ...`, `event ...`
-    return path, int(line)
+    come from a file line (a LogQL/PromQL query and a time, a Kubernetes object, a note)."""
+    if isinstance(locator, FileLine) and locator.line is not None and locator.line >= 1:
+        return locator.path, locator.line
+    return None
 
 
 def _case_path(path: str, node: str, kind: str) -> PurePosixPath:
@@ -145,9 +144,8 @@ class _File:
 
 def _log_records(raw: RawEvidence) -> Iterable[RawRecord]:
     yield from raw.records
-    for cov in raw.coverage:
-        yield from cov.file_progress
-        yield from cov.file_tails
+    yield from raw.progress
+    yield from raw.tails
 
 
 def _place_times(f: _File, parser: TimestampParser) -> int:

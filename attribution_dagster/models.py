@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 RESULT_SCHEMA_VERSION = "1"
 
@@ -191,6 +191,148 @@ class AnalysisSettings(BaseModel):
         )
 
 
+# --- locators: where a line or sample can be reopened ----------------------------------------
+# A locator is typed from the moment a connector reads a line until the result is written, so
+# nothing downstream parses a `path:line` string back (which file, which line, which query).
+# It renders as the contract string (spec section 2: `logs/node-b/kern.log:32`, a LogQL or
+# PromQL query plus its time) only at the edge: `str(locator)` / `locator.render()`.
+
+
+class _LocatorBase(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    def render(self) -> str:  # pragma: no cover - every variant overrides
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.render()
+
+    @property
+    def stream(self) -> str:
+        """What the located line belongs to, the same for every line of it: a file, a log
+        store's stream or query, a pod's container log (parsers group a stream's lines)."""
+        raise NotImplementedError  # pragma: no cover
+
+    @property
+    def position(self) -> int | None:
+        """Where in its stream, when lines of one stream can be ordered by it (file line)."""
+        return None
+
+
+class FileLine(_LocatorBase):
+    """A line of a file: `root` is the case or root directory it was read under (so a person
+    knows which case a line is in), `path` the file as shown (relative to a case directory,
+    `logs/node-b/kern.log`; a shared root's files by their absolute path), `line` its line
+    number (1-based), or `field` a named field instead of a line (`context.json:state`)."""
+
+    type: Literal["file"] = "file"
+    root: str | None = None
+    path: str
+    line: int | None = Field(default=None, ge=0)
+    field: str | None = None
+
+    def render(self) -> str:
+        if self.line is not None:
+            return f"{self.path}:{self.line}"
+        return f"{self.path}:{self.field}" if self.field else self.path
+
+    @property
+    def stream(self) -> str:
+        return self.path
+
+    @property
+    def position(self) -> int | None:
+        return self.line
+
+
+class QueryAt(_LocatorBase):
+    """A LogQL or PromQL query and the time of the line / sample it returned (Unix ns):
+    paste the query into Grafana Explore around that time to see it again."""
+
+    type: Literal["query"] = "query"
+    language: Literal["logql", "promql"]
+    query: str
+    at_ns: int
+
+    def render(self) -> str:
+        if self.language == "logql":
+            return f"{self.query} @ns:{self.at_ns}"
+        return f"promql: {self.query} @ {_seconds(self.at_ns)}"
+
+    @property
+    def stream(self) -> str:
+        return self.query
+
+    @property
+    def position(self) -> int | None:
+        # a log store's lines of one stream are ordered by time; this is what the `@ns:`
+        # suffix of the rendered form carried before locators were typed
+        return self.at_ns if self.language == "logql" else None
+
+
+def _seconds(ns: int) -> str:
+    """Unix ns as Prometheus prints a timestamp: seconds, up to 3 decimals, no trailing 0."""
+    sec, ms = divmod(round(ns / 1_000_000), 1000)
+    return f"{sec}.{ms:03d}".rstrip("0").rstrip(".")
+
+
+class KubeObject(_LocatorBase):
+    """A Kubernetes object read through the API: a pod's container log (`field`: the kubelet
+    timestamp of the line, or `line N` when it had none) or an Event (`kubectl get event -n
+    <namespace> <name> -o yaml` reopens it)."""
+
+    type: Literal["k8s"] = "k8s"
+    kind: Literal["pod_log", "event"]
+    namespace: str
+    name: str
+    container: str | None = None
+    previous: bool = False
+    field: str | None = None
+
+    def render(self) -> str:
+        if self.kind == "event":
+            return f"event {self.namespace}/{self.name}"
+        out = f"pod {self.namespace}/{self.name} container {self.container}"
+        out += " previous" if self.previous else ""
+        return f"{out} @ {self.field}" if self.field else out
+
+    @property
+    def stream(self) -> str:
+        if self.kind == "event":
+            return "events"
+        return f"pod {self.namespace}/{self.name} container {self.container}" + (
+            " previous" if self.previous else ""
+        )
+
+
+class Note(_LocatorBase):
+    """A locator known only as text: an observation made up for an example or a test, whose
+    line was never read from a source. Rendered as given; it has no file, line or query, and
+    no connector produces one (the conformance suite checks that)."""
+
+    type: Literal["note"] = "note"
+    text: str
+
+    def render(self) -> str:
+        return self.text
+
+    @property
+    def stream(self) -> str:
+        return self.text
+
+
+Locator = Annotated[FileLine | QueryAt | KubeObject | Note, Field(discriminator="type")]
+"""Where a record, sample or observation can be reopened (a pydantic discriminated union)."""
+
+
+def _as_locator(data: Any) -> Any:
+    """Model input with a bare-text `locator` wrapped as a Note (never parsed: text given for
+    a line no source read, in examples and tests, stays opaque)."""
+    if isinstance(data, dict) and isinstance(data.get("locator"), str):
+        return {**data, "locator": Note(text=data["locator"])}
+    return data
+
+
 class RawRecord(BaseModel):
     """One log line (plus requested continuation lines) that passed the prefilter."""
 
@@ -198,7 +340,7 @@ class RawRecord(BaseModel):
 
     source: str  # "files", "loki", "k8s_pods", ...
     node: str
-    locator: str  # "logs/node-b/kern.log:1532", or a LogQL query plus timestamp
+    locator: Locator  # logs/node-b/kern.log:1532 (FileLine), a LogQL query plus time (QueryAt)
     time: datetime | None
     time_quality: TimeQuality = "exact"
     time_latest: datetime | None = None  # untimed lines: the next timed line's time (upper bound)
@@ -206,6 +348,11 @@ class RawRecord(BaseModel):
     stream: str = ""  # file name or stream label ("kern.log", "stdout"); hints system vs app output
     # the last timed line of its file (not a prefilter hit): where the source stops writing
     last_of_file: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_locator(cls, data: Any) -> Any:
+        return _as_locator(data)
 
 
 class MetricSample(BaseModel):
@@ -215,11 +362,16 @@ class MetricSample(BaseModel):
 
     source: str  # "files", "prometheus"
     node: str
-    locator: str  # "metrics/dcgm.prom:12", or "promql: <query> @ <unix ts>"
+    locator: Locator  # metrics/dcgm.prom:12 (FileLine), or a PromQL query plus time (QueryAt)
     time: datetime
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
-    value: float
+    value: float = Field(allow_inf_nan=False)  # JSON has no NaN / inf: it would come back null
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_locator(cls, data: Any) -> Any:
+        return _as_locator(data)
 
 
 CoverageStatus = Literal["ok", "partial", "failed", "empty"]
@@ -250,32 +402,47 @@ class SourceCoverage(BaseModel):
     retryable: bool = Field(
         default=False, description="the failure was transient (timeout, 429, 5xx): retry may help"
     )
-    file_progress: list[RawRecord] = Field(
-        default_factory=list,
-        exclude=True,
-        description="the last line of each file holding a `last_only` anchor (training "
-        "progress; Loki: each node's last ones): where the job stopped advancing; not "
-        "serialized",
-    )
-    file_tails: list[RawRecord] = Field(
-        default_factory=list,
-        exclude=True,
-        description="the last timed line of each file read (last_of_file records; Loki: the "
-        "last bucket with lines of each stream, an interval; pod logs: each container log's "
-        "last line, not for a log cut at max_bytes_per_pod): where each source stopped "
-        "writing, for the engine's silence test; not serialized",
-    )
 
     @property
     def problems(self) -> int:
         return self.invalid_utf8_lines + self.overlong_lines + self.binary_lines
 
 
+class LogBatch(BaseModel):
+    """What one log source returns for one job (the LogSource contract, connectors/base.py).
+
+    `tails` and `progress` are state the engine relies on (its silence and progress tests),
+    so they are first-class serialized fields here and on RawEvidence, never hidden inside
+    coverage: a Dagster asset that stores raw evidence and reads it back sees them too.
+    """
+
+    records: list[RawRecord] = Field(default_factory=list)
+    tails: list[RawRecord] = Field(
+        default_factory=list,
+        description="the last timed line of each file read (Loki: the last bucket with lines "
+        "of each stream, an interval; pod logs: each container log's last line, not for a log "
+        "cut at max_bytes_per_pod): where each source stopped writing (engine: silence)",
+    )
+    progress: list[RawRecord] = Field(
+        default_factory=list,
+        description="the last line of each file holding a `last_only` anchor (training "
+        "progress; Loki: each node's last ones): where the job stopped advancing",
+    )
+    coverage: SourceCoverage
+
+    def pair(self) -> tuple[list[RawRecord], SourceCoverage]:
+        """(records, coverage), for callers that look at neither tails nor progress."""
+        return self.records, self.coverage
+
+
 class RawEvidence(BaseModel):
-    """Everything fetched for one job: prefiltered lines, metric samples and coverage."""
+    """Everything fetched for one job: prefiltered lines, where each file stops (`tails`)
+    and where training progress stops (`progress`), metric samples and coverage."""
 
     job_id: str
     records: list[RawRecord] = Field(default_factory=list)
+    tails: list[RawRecord] = Field(default_factory=list)
+    progress: list[RawRecord] = Field(default_factory=list)
     samples: list[MetricSample] = Field(default_factory=list)
     coverage: list[SourceCoverage] = Field(default_factory=list)
 
@@ -301,8 +468,13 @@ class Observation(BaseModel):
     attrs: dict[str, AttrValue] = Field(default_factory=dict)
     excerpt: str  # the raw line, trimmed
     source: str
-    locator: str
+    locator: Locator
     parser: str  # id of the parser that produced it
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_locator(cls, data: Any) -> Any:
+        return _as_locator(data)
 
 
 # The vocabulary shared by parsers (producers) and rules (consumers).
@@ -390,10 +562,12 @@ CATEGORIES: dict[str, str] = {
 
 
 class Evidence(BaseModel):
-    """A pointer back to the raw line or query: `locator` reopens it."""
+    """A pointer back to the raw line or query: `locator` reopens it (the contract string,
+    spec section 2); `ref` is the same place typed (file and line, query and time, object)."""
 
     source: str
     locator: str
+    ref: Locator | None = None
     time: datetime | None
     node: str
     excerpt: str

@@ -16,13 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from attribution_dagster.clusters import Cluster, EvidenceSources
-from attribution_dagster.connectors.base import LogSource, failed_coverage
+from attribution_dagster.connectors.base import SourceLimits, failed_coverage
 from attribution_dagster.connectors.files import LocalFilesClient
 from attribution_dagster.connectors.static import StaticContextClient
 from attribution_dagster.models import (
     AnalysisSettings,
     AttributionResult,
     ExecutionContext,
+    LogBatch,
     MetricSample,
     Observation,
     RawEvidence,
@@ -88,6 +89,8 @@ def collect_evidence(
     # the last one of each container log)
     anchors = catalog().anchors(last_only=True)
     records: list[RawRecord] = []
+    tails: list[RawRecord] = []
+    progress: list[RawRecord] = []
     samples: list[MetricSample] = []
     coverage: list[SourceCoverage] = []
     log_sources = tuple(sources.logs) if sources else ()
@@ -100,25 +103,27 @@ def collect_evidence(
         case = Path(case)
         if (case / "logs").is_dir() or not log_sources:
             # the local scanner also keeps each file's last progress line (last_only anchors)
-            records, log_cov = files.fetch_logs(case, ctx, anchors, window)
-            coverage.append(log_cov)
+            batch = files.fetch_logs(case, ctx, anchors, window)
+            records, tails, progress = batch.records, batch.tails, batch.progress
+            coverage.append(batch.coverage)
             log_sources = ()
         if (case / "metrics").is_dir() or not metric_sources:
             samples, metric_cov = files.fetch_metrics(case, ctx, window)
             coverage.extend([metric_cov] if metric_cov is not None else [])
             metric_sources = ()
     if log_sources or metric_sources:
+        limits = SourceLimits(max_line_bytes=settings.max_line_bytes)
         for log_source in log_sources:
-            capped: LogSource | None = None
             try:
-                capped = line_capped(log_source, settings.max_line_bytes)
-                got, cov = (capped or log_source).fetch_logs(ctx, anchors, window)
+                batch = log_source.fetch_logs(ctx, anchors, window, limits)
             except Exception as exc:  # noqa: BLE001 - one source failing is partial evidence
-                got, cov = [], failed_coverage(log_source.name, exc)
-            if capped is None:  # a source that cannot take the cap: cut its records here
-                got = cut_lines(got, cov, settings.max_line_bytes)
-            records.extend(got)
-            coverage.append(cov)
+                batch = LogBatch(coverage=failed_coverage(log_source.name, exc))
+            # the contract says a source cuts its own lines; this enforces it (a no-op for a
+            # conforming source, whose lines are already within the cap)
+            records.extend(cut_lines(batch.records, batch.coverage, settings.max_line_bytes))
+            tails.extend(batch.tails)
+            progress.extend(batch.progress)
+            coverage.append(batch.coverage)
         for metric_source in metric_sources:
             try:
                 got_samples, cov = metric_source.fetch_metrics(ctx, window)
@@ -138,17 +143,14 @@ def collect_evidence(
                 ],
             )
         )
-    return RawEvidence(job_id=ctx.job_id, records=records, samples=samples, coverage=coverage)
-
-
-def line_capped(source: LogSource, max_line_bytes: int) -> LogSource | None:
-    """The source with the analysis line cap (`AnalysisSettings.max_line_bytes`). A source
-    offering `with_max_line_bytes(n)` (files, loki, pod_logs) gives one cutting at the smaller
-    of its own configured `max_line_bytes` and `n`: either setting can only lower the cap,
-    and the source counts the lines it cut in its coverage (`overlong_lines`). None for any
-    other source: collect_evidence cuts its records afterwards and counts them the same way."""
-    narrow = getattr(source, "with_max_line_bytes", None)
-    return narrow(max_line_bytes) if callable(narrow) else None
+    return RawEvidence(
+        job_id=ctx.job_id,
+        records=records,
+        tails=tails,
+        progress=progress,
+        samples=samples,
+        coverage=coverage,
+    )
 
 
 def cut_lines(

@@ -189,7 +189,7 @@ def run(
             liveness=mode == "liveness",
         )
         t0 = time.perf_counter()
-        records, cov = LokiClient(cfg).fetch_logs(ctx, anchors, window)
+        records, cov = LokiClient(cfg).fetch_logs(ctx, anchors, window).pair()
         seconds = time.perf_counter() - t0
     finally:
         fake.server.shutdown()

@@ -105,7 +105,7 @@ def main() -> None:
             cfg["max_bytes_per_pod"] = cap
         client = PodLogsConfig.model_validate(cfg).client("bench")
         t0, c0 = time.perf_counter(), time.thread_time()
-        records, cov = client.fetch_logs(ctx, catalog().anchors(last_only=True), window)
+        records, cov = client.fetch_logs(ctx, catalog().anchors(last_only=True), window).pair()
         dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
         print(
             f"pod_logs, {args.nodes} pods x {args.lines} lines ({total / 1e6:.0f} MB of logs), "

@@ -46,7 +46,7 @@ from attribution_dagster.pipeline import catalog, load_context
 case = Path(sys.argv[1])
 ctx = load_context(case)
 window = AnalysisSettings().window(ctx)
-recs, cov = LocalFilesClient().fetch_logs(case, ctx, catalog().anchors(), window)
+recs, cov = LocalFilesClient().fetch_logs(case, ctx, catalog().anchors(), window).pair()
 print(cov.lines, cov.bytes, len(recs), cov.out_of_window)
 """
 

@@ -644,7 +644,8 @@ def test_chain_is_time_ordered_with_roles_and_folds_repeats() -> None:
 def test_evidence_points_back_to_the_input_lines() -> None:
     obs = [ob("xid", "node-b", 191, code=79)] + timeouts(800)
     r = run(ctx(), obs)
-    assert {e.locator for e in r.evidence} <= {o.locator for o in obs}
+    assert {e.locator for e in r.evidence} <= {str(o.locator) for o in obs}
+    assert {e.ref for e in r.evidence} <= {o.locator for o in obs}
     assert len(r.evidence) == len(r.symptom_chain)
 
 

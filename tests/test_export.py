@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
 from attribution_dagster.cli import main
 from attribution_dagster.export import (
@@ -22,7 +23,12 @@ from attribution_dagster.export import (
 )
 from attribution_dagster.models import (
     ExecutionContext,
+    FileLine,
+    KubeObject,
+    Locator,
     MetricSample,
+    Note,
+    QueryAt,
     RawEvidence,
     RawRecord,
     SourceCoverage,
@@ -54,12 +60,17 @@ def comparable(result: dict) -> dict:
     r["coverage"] = [{k: v for k, v in c.items() if k not in NOT_REPRODUCED}
                      for c in r["coverage"]]
     r["notes"] = [n for n in r["notes"] if not DAMAGE_NOTE.match(n)]
+    # a file locator names its case directory: the export is another directory
+    for ev in [link["evidence"] for link in r["symptom_chain"]] + r["evidence"]:
+        if ev.get("ref") and ev["ref"].get("type") == "file":
+            ev["ref"] = {**ev["ref"], "root": None}
     return r
 
 
-def locators(result: dict) -> list[str]:
-    return [link["evidence"]["locator"] for link in result["symptom_chain"]] + [
-        e["locator"] for e in result["evidence"]]
+def locators(result: dict) -> list[Locator]:
+    refs = [link["evidence"]["ref"] for link in result["symptom_chain"]]
+    refs += [e["ref"] for e in result["evidence"]]
+    return [TypeAdapter(Locator).validate_python(r) for r in refs if r is not None]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -145,7 +156,11 @@ CTX = ExecutionContext(
 T = datetime(2026, 11, 2, 10, 30, tzinfo=timezone.utc)
 
 
-def rec(locator: str, text: str, **kw) -> RawRecord:
+def at(path: str, line: int) -> FileLine:
+    return FileLine(root="case", path=path, line=line)
+
+
+def rec(locator: Locator, text: str, **kw) -> RawRecord:
     return RawRecord(source=kw.pop("source", "files"), node="node-a", locator=locator,
                      time=kw.pop("time", T), text=text, **kw)
 
@@ -154,7 +169,7 @@ def rec(locator: str, text: str, **kw) -> RawRecord:
 def test_a_line_far_down_a_file_keeps_its_number_at_one_byte_per_omitted_line(tmp_path, name):
     line = 1_000_000
     text = "2026-11-02T10:30:00Z node-a kernel: NVRM: Xid (PCI:0000:91:00): 79, GPU has fallen"
-    raw = RawEvidence(job_id="7", records=[rec(f"logs/node-a/{name}:{line}", text)])
+    raw = RawEvidence(job_id="7", records=[rec(at(f"logs/node-a/{name}", line), text)])
     summary = write_case(tmp_path / "case", CTX, raw)
     f = tmp_path / "case" / "logs" / "node-a" / name
     lines = read_lines(f)
@@ -173,10 +188,10 @@ def test_untimed_lines_keep_their_interval_through_time_lines(tmp_path):
     writes their times in the free lines around it, not the text of other lines."""
     t0, t1 = T, T + timedelta(seconds=40)
     raw = RawEvidence(job_id="7", records=[
-        rec("logs/node-a/app.log:3", "2026-11-02T10:29:00Z step 1"),
-        rec("logs/node-a/app.log:10", "RuntimeError: CUDA error: an illegal memory access",
+        rec(at("logs/node-a/app.log", 3), "2026-11-02T10:29:00Z step 1"),
+        rec(at("logs/node-a/app.log", 10), "RuntimeError: CUDA error: an illegal memory access",
             time=t0, time_quality="inherited", time_latest=t1),
-        rec("logs/node-a/app.log:11", "Traceback (most recent call last):", time=t0,
+        rec(at("logs/node-a/app.log", 11), "Traceback (most recent call last):", time=t0,
             time_quality="inherited", time_latest=t1),
     ])
     write_case(tmp_path / "case", CTX, raw)
@@ -191,13 +206,15 @@ def test_untimed_lines_keep_their_interval_through_time_lines(tmp_path):
 def test_backend_lines_and_queried_samples_are_written_in_order(tmp_path):
     """Loki lines have no file line: one after the other, their time as a prefix; samples
     of a .prom file go to their line, Prometheus answers to metrics/exported.prom."""
-    loki = rec('{host="node-a"} @ns:1793615400000000000', "Xid 79 on the bus",
+    loki = rec(QueryAt(language="logql", query='{host="node-a"}', at_ns=1793615400000000000),
+               "Xid 79 on the bus",
                source="loki", stream="kern")
     raw = RawEvidence(job_id="7", records=[loki], samples=[
-        MetricSample(source="files", node="node-a", locator="metrics/dcgm.prom:4", time=T,
+        MetricSample(source="files", node="node-a", locator=at("metrics/dcgm.prom", 4), time=T,
                      name="DCGM_FI_DEV_XID_ERRORS", labels={"Hostname": "node-a"}, value=79.0),
         MetricSample(source="prometheus", node="node-a",
-                     locator="promql: up{instance=\"node-a\"} @ 1793615400", time=T,
+                     locator=QueryAt(language="promql", query='up{instance="node-a"}',
+                                     at_ns=1793615400000000000), time=T,
                      name="up", labels={"instance": "node-a"}, value=1234567.25),
     ], coverage=[SourceCoverage(source="loki")])
     summary = write_case(tmp_path / "case", CTX, raw)
@@ -213,14 +230,17 @@ def test_backend_lines_and_queried_samples_are_written_in_order(tmp_path):
 
 
 @pytest.mark.parametrize(("locator", "expected"), [
-    ("logs/node-b/kern.log:32", ("logs/node-b/kern.log", 32)),
-    ("metrics/dcgm.prom.gz:7", ("metrics/dcgm.prom.gz", 7)),
-    ("/shared/logs/node-b/kern.log:5", ("/shared/logs/node-b/kern.log", 5)),
-    ('{host="node-b",job="x"} @ns:1793615400000000000', None),
-    ("promql: up{instance=\"a:9100\"} @ 1793615400", None),
-    ("pod ns/p container c @ 2026-11-02T10:00:00Z", None),
-    ("context.json:state", None),
-    ("logs/node-b/kern.log:0", None),
+    (FileLine(root="c", path="logs/node-b/kern.log", line=32), ("logs/node-b/kern.log", 32)),
+    (FileLine(path="metrics/dcgm.prom.gz", line=7), ("metrics/dcgm.prom.gz", 7)),
+    (FileLine(root="/shared", path="/shared/logs/node-b/kern.log", line=5),
+     ("/shared/logs/node-b/kern.log", 5)),
+    (QueryAt(language="logql", query='{host="node-b",job="x"}', at_ns=1793615400000000000), None),
+    (QueryAt(language="promql", query='up{instance="a:9100"}', at_ns=1793615400000000000), None),
+    (KubeObject(kind="pod_log", namespace="ns", name="p", container="c",
+                field="2026-11-02T10:00:00Z"), None),
+    (FileLine(path="context.json", field="state"), None),
+    (FileLine(path="logs/node-b/kern.log", line=0), None),
+    (Note(text="logs/node-b/kern.log:32"), None),
 ])
 def test_file_line_reads_a_locator(locator, expected):
     assert file_line(locator) == expected
@@ -261,7 +281,7 @@ def test_a_file_outside_the_case_goes_under_its_node_and_an_empty_node_stays_rea
     so the export still reads it (coverage nodes_read)."""
     ctx = CTX.model_copy(update={"nodes": ["node-a", "node-b"]})
     text = "2026-11-02T10:30:00Z node-a kernel: mlx5_core 0000:3b:00.0: Link down"
-    raw = RawEvidence(job_id="7", records=[rec("/shared/logs/node-a/kern.log:5", text)],
+    raw = RawEvidence(job_id="7", records=[rec(at("/shared/logs/node-a/kern.log", 5), text)],
                       coverage=[SourceCoverage(source="files:logs", nodes_read=["node-a",
                                                                                 "node-b"])])
     summary = write_case(tmp_path / "case", ctx, raw)

@@ -98,8 +98,8 @@ def case(tmp_path: Path) -> Path:
 def test_records_locators_and_inheritance(case: Path, use_hs: bool) -> None:
     recs, cov = LocalFilesClient(use_hyperscan=use_hs).fetch_logs(
         case, ctx(["node-a", "node-b"]), ANCHORS, WINDOW
-    )
-    got = [(r.locator, r.time, r.time_quality, r.stream) for r in recs]
+    ).pair()
+    got = [(str(r.locator), r.time, r.time_quality, r.stream) for r in recs]
     t311 = datetime(2026, 11, 2, 10, 3, 11, tzinfo=UTC)
     t430 = datetime(2026, 11, 2, 10, 4, 30, 100000, tzinfo=UTC)  # the PyTorch glog prefix
     assert got == [
@@ -126,21 +126,21 @@ def test_records_locators_and_inheritance(case: Path, use_hs: bool) -> None:
 
 
 def test_other_nodes_lines_never_become_job_evidence(case: Path) -> None:
-    recs, cov = LocalFilesClient().fetch_logs(case, ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(case, ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert {r.node for r in recs} == {"node-a"}
-    assert not any("node-other" in r.locator for r in recs) and cov.context_lines == 2
+    assert not any("node-other" in str(r.locator) for r in recs) and cov.context_lines == 2
     assert cov.status == "ok" and cov.errors == [] and cov.nodes_missing == []
 
 
 def test_short_hostname_matches_fqdn_dir(tmp_path: Path) -> None:
     write(tmp_path / "logs/node-a.cluster.local/kern.log", KERN)
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert cov.nodes_read == ["node-a"] and len(recs) == 2
     assert match_nodes(["x.y", "node-a"], ["node-a", "x", "z"]) == {"node-a": "node-a", "x": "x.y"}
 
 
 def test_no_logs_at_all_is_empty(tmp_path: Path) -> None:
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert recs == [] and cov.status == "empty" and cov.nodes_missing == ["node-a"]
 
 
@@ -153,10 +153,10 @@ def test_window_filtering_counts_out_of_window(tmp_path: Path) -> None:
         b"2026-11-02T11:00:00Z NVRM: Xid 4 after the window\n"
     )
     write(tmp_path / "logs/node-a/syslog", data)
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), ANCHORS, WINDOW).pair()
     # the untimed line was written between 09:00:00 and 09:58:30: an interval that reaches
     # into the window, so it is kept (issue 9: untimed lines are intervals)
-    assert [r.locator.rsplit(":", 1)[1] for r in recs] == ["2", "3", "4"]
+    assert [str(r.locator).rsplit(":", 1)[1] for r in recs] == ["2", "3", "4"]
     assert recs[0].time_quality == "inherited" and recs[0].time_latest is not None
     assert cov.out_of_window == 2
 
@@ -165,7 +165,7 @@ def test_log_timezone_applies_to_offsetless_lines(tmp_path: Path) -> None:
     write(tmp_path / "logs/node-a/app.log", b"2026-11-02 11:03:00,000 ERROR Error: boom\n")
     recs, _ = LocalFilesClient().fetch_logs(
         tmp_path, ctx(["node-a"], tz="Europe/Berlin"), ANCHORS, WINDOW
-    )
+    ).pair()
     assert recs[0].time == datetime(2026, 11, 2, 10, 3, tzinfo=UTC)
 
 
@@ -207,12 +207,13 @@ def test_gz_read_and_corrupt_gz_reported(tmp_path: Path) -> None:
     write(tmp_path / "logs/node-b/app.log.1.gz", b"")
     (tmp_path / "logs/node-b/app.log.1.gz").write_bytes(good[: len(good) // 2])  # truncated
     write(tmp_path / "logs/node-b/app.log", APP)
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a", "node-b"]), ANCHORS, WINDOW)
-    assert {r.locator for r in recs if r.node == "node-a"} == {
+    batch = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a", "node-b"]), ANCHORS, WINDOW)
+    recs, cov = batch.pair()
+    assert {str(r.locator) for r in recs if r.node == "node-a"} == {
         "logs/node-a/kern.log.gz:2",
         "logs/node-a/kern.log.gz:3",
     }
-    assert any(r.locator == "logs/node-b/app.log:4" for r in recs)  # other files still read
+    assert any(str(r.locator) == "logs/node-b/app.log:4" for r in recs)  # other files still read
     assert len(cov.errors) == 2
     assert any(e.startswith("logs/node-b/kern.log.gz: corrupt gzip") for e in cov.errors)
     assert any(e.startswith("logs/node-b/app.log.1.gz: corrupt gzip") for e in cov.errors)
@@ -327,8 +328,9 @@ def test_parallel_pool_matches_in_process(case: Path) -> None:
     parallel = LocalFilesClient(workers=2, parallel_min_bytes=0).fetch_logs(
         case, c, ANCHORS, WINDOW
     )
-    assert serial[0] == parallel[0] and len(serial[0]) == 7
-    assert serial[1] == parallel[1]
+    assert serial.records == parallel.records and len(serial.records) == 7
+    assert serial.tails == parallel.tails and serial.progress == parallel.progress
+    assert serial.coverage == parallel.coverage
 
 
 def test_small_case_is_fast(tmp_path: Path) -> None:
@@ -339,7 +341,7 @@ def test_small_case_is_fast(tmp_path: Path) -> None:
     c = ctx([f"node-{i}" for i in range(10)])
     client.fetch_logs(tmp_path, c, ANCHORS, WINDOW)  # warm imports and caches
     t0 = time.perf_counter()
-    recs, cov = client.fetch_logs(tmp_path, c, ANCHORS, WINDOW)
+    recs, cov = client.fetch_logs(tmp_path, c, ANCHORS, WINDOW).pair()
     elapsed = time.perf_counter() - t0
     assert cov.files == 20 and len(recs) == 10 * 200 * 5
     assert elapsed < 1.0  # ~40 ms measured on 2 shared cores; generous against noise
@@ -368,7 +370,7 @@ def test_metrics_parsed_filtered_and_reported(tmp_path: Path) -> None:
         tmp_path, ctx(["node-a", "node-b", "node-c"]), WINDOW
     )
     assert cov is not None
-    got = [(s.node, s.name, s.value, s.locator) for s in samples]
+    got = [(s.node, s.name, s.value, str(s.locator)) for s in samples]
     assert got[:2] == [
         ("node-a", "DCGM_FI_DEV_XID_ERRORS", 79.0, "metrics/dcgm.prom:3"),
         ("node-b", "node_infiniband_link_downed_total", 1.0, "metrics/dcgm.prom:5"),
@@ -414,7 +416,7 @@ def test_corrupt_metrics_gz_reported(tmp_path: Path) -> None:
 
 
 def test_no_anchors_no_records(case: Path) -> None:
-    recs, cov = LocalFilesClient().fetch_logs(case, ctx(["node-a"]), [], WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(case, ctx(["node-a"]), [], WINDOW).pair()
     # node-a's two files and the cluster-level logs/node-other/kern.log
     assert recs == [] and cov.files == 3
     assert cov.lines == 2 * KERN.count(b"\n") + APP.count(b"\n")
@@ -454,7 +456,7 @@ def test_dangling_link_and_fifo_are_reported(tmp_path: Path) -> None:
     write(tmp_path / "logs/node-a/kern.log", KERN)
     os.symlink(tmp_path / "nowhere", tmp_path / "logs/node-a/syslog")
     os.mkfifo(tmp_path / "logs/node-a/pipe")
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert len(recs) == 2 and cov.status == "partial"
     assert any(e.startswith("logs/node-a/syslog: unreadable") for e in cov.errors)
     assert "logs/node-a/pipe: not a regular file, skipped" in cov.errors

@@ -81,7 +81,7 @@ def source(root: Path, **kw: object) -> FilesSource:
 
 
 def fetch(src: FilesSource, c: ExecutionContext | None = None):  # type: ignore[no-untyped-def]
-    return src.fetch_logs(c or ctx(), ANCHORS, WINDOW)
+    return src.fetch_logs(c or ctx(), ANCHORS, WINDOW).pair()
 
 
 # --- configuration -------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_node_templates_globs_and_spellings(tmp_path: Path) -> None:
     write(tmp_path / "cn-0411/messages", XID_B)  # no template names it
     write(tmp_path / "cn-0999/syslog", XID_B.replace(b"cn-0411", b"cn-0999"))
     recs, cov = fetch(source(tmp_path, paths=["{node}/syslog*", "{node}/kern.log*"]))
-    got = sorted((r.node, r.locator) for r in recs)
+    got = sorted((r.node, str(r.locator)) for r in recs)
     assert got == [
         ("cn-0410", f"{tmp_path}/CN-0410.cluster.local/syslog:1"),
         ("cn-0411", f"{tmp_path}/cn-0411/kern.log-20261102.gz:1"),
@@ -150,7 +150,7 @@ def test_job_templates_and_cluster_placeholder_go_to_the_batch_host(tmp_path: Pa
     src = source(tmp_path, paths=["{cluster}/jobs/{job_id}/*.out"])
     recs, cov = fetch(src)
     assert {r.node for r in recs} == {"cn-0410"} and cov.files == 1
-    assert all("/jobs/4412/" in r.locator for r in recs)
+    assert all("/jobs/4412/" in str(r.locator) for r in recs)
     obs = pipeline.normalize(RawEvidence(job_id="4412", records=recs), ctx())
     by_kind = {o.kind: o for o in obs}
     assert by_kind["process_exit"].node == "cn-0411"
@@ -167,7 +167,7 @@ def test_a_file_matched_by_two_templates_is_read_once(tmp_path: Path) -> None:
 def test_matched_directory_is_read_whole(tmp_path: Path) -> None:
     write(tmp_path / "cn-0411/a/kern.log", XID_B)
     recs, _ = fetch(source(tmp_path, paths=["{node}"]))
-    assert [r.locator for r in recs] == [f"{tmp_path}/cn-0411/a/kern.log:1"]
+    assert [str(r.locator) for r in recs] == [f"{tmp_path}/cn-0411/a/kern.log:1"]
 
 
 def test_stdout_inside_root_is_read_and_slurm_patterns_expand(tmp_path: Path) -> None:
@@ -233,7 +233,7 @@ def test_rotated_files_outside_the_window_are_not_opened(
     recs, cov = fetch(source(tmp_path, paths=["{node}/syslog*"]))
     assert scanned == ["syslog.1"]
     assert "syslog.2.gz" not in heads and sorted(heads) == ["syslog", "syslog.1"]
-    assert [r.locator.rsplit("/", 1)[1] for r in recs] == ["syslog.1:2"]
+    assert [str(r.locator).rsplit("/", 1)[1] for r in recs] == ["syslog.1:2"]
     assert cov.files_skipped == 2 and cov.files == 1 and cov.errors == []
     # with the time test off every file is scanned (and the fake gzip is reported)
     scanned.clear()
@@ -281,7 +281,7 @@ SLURMCTLD = (
 
 def _cluster_obs(recs: list[RawRecord], c: ExecutionContext):  # type: ignore[no-untyped-def]
     obs = pipeline.normalize(RawEvidence(job_id=c.job_id, records=recs), c)
-    return [(o.node, o.parser, o.locator.rsplit(":", 1)[1], o.attrs.get("logged_on")) for o in obs]
+    return [(o.node, o.parser, str(o.locator.line), o.attrs.get("logged_on")) for o in obs]
 
 
 def test_cluster_paths_attribute_lines_to_the_job_node_they_name(tmp_path: Path) -> None:
@@ -291,7 +291,7 @@ def test_cluster_paths_attribute_lines_to_the_job_node_they_name(tmp_path: Path)
     src = source(tmp_path, paths=[], cluster_paths=["slurmctld/slurmctld.log*", "events/*.txt"])
     recs, cov = fetch(src)
     assert {r.node for r in recs} == {CLUSTER_NODE}
-    assert [r.locator.rsplit(":", 1)[1] for r in recs] == ["3", "4", "5"]
+    assert [str(r.locator).rsplit(":", 1)[1] for r in recs] == ["3", "4", "5"]
     assert cov.context_lines == 1  # `Nodes cn-0999 not responding`: no job node
     assert cov.out_of_window == 1  # the day-old line
     assert cov.files_skipped == 1  # slurmctld.log.1 ended two days before
@@ -314,12 +314,12 @@ def test_case_logs_other_directory_is_a_cluster_level_source(tmp_path: Path) -> 
         b"2026-11-02T10:07:00Z Warning NodeNotReady node/cn-0411 Node cn-0411 status is now: "
         b"NodeNotReady\n2026-11-02T10:07:05Z Warning NodeNotReady node/cn-7777 other\n",
     )
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW).pair()
     assert cov.nodes_read == ["cn-0410"] and cov.nodes_missing == ["cn-0411"]
     assert cov.files == 3 and cov.errors == []
     cluster = [r for r in recs if r.node == CLUSTER_NODE]
     # the NodeNotReady event about a job node is kept; the one about cn-7777 is not
-    assert sorted(r.locator for r in cluster) == [
+    assert sorted(str(r.locator) for r in cluster) == [
         "logs/k8s-events/events.txt:1",
         "logs/slurmctld/slurmctld.log:3",
         "logs/slurmctld/slurmctld.log:4",
@@ -332,7 +332,7 @@ def test_case_logs_other_directory_is_a_cluster_level_source(tmp_path: Path) -> 
 
 def test_case_with_only_a_cluster_directory_is_not_empty(tmp_path: Path) -> None:
     write(tmp_path / "logs/slurmctld/slurmctld.log", SLURMCTLD)
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(), ANCHORS, WINDOW).pair()
     assert len(recs) == 3 and cov.nodes_read == []
     assert cov.nodes_missing == ["cn-0410", "cn-0411"] and cov.status == "partial"
 
@@ -388,7 +388,7 @@ def _case_with_outside_links(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_case_symlinks_to_outside_are_not_followed(tmp_path: Path) -> None:
     case, _ = _case_with_outside_links(tmp_path)
-    recs, cov = LocalFilesClient().fetch_logs(case, ctx(), ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(case, ctx(), ANCHORS, WINDOW).pair()
     assert recs == []
     assert "logs/cn-0410/syslog: symlink to outside the case, not read" in cov.errors
     assert "logs/cn-0411: symlink to outside the case, not read" in cov.errors
@@ -415,7 +415,7 @@ def test_root_symlinks_to_outside_are_not_followed(tmp_path: Path) -> None:
     os.symlink(outside, root / "cn-0409/var")  # a directory the template walks through
     c = ctx(["cn-0409", "cn-0410", "cn-0411"])
     recs, cov = fetch(source(root, paths=["{node}/syslog*", "{node}/var/syslog"]), c)
-    assert [(r.node, r.locator) for r in recs] == [("cn-0410", f"{root}/cn-0410/syslog:1")]
+    assert [(r.node, str(r.locator)) for r in recs] == [("cn-0410", f"{root}/cn-0410/syslog:1")]
     assert f"{root}/cn-0411/syslog: symlink to outside the root {root}, not read" in cov.errors
     assert f"{root}/cn-0409/var: symlink to outside the root {root}, not read" in cov.errors
 
@@ -475,7 +475,7 @@ def test_case_directories_and_metric_labels_resolve_ip_aliases(tmp_path: Path) -
         tmp_path / "metrics/dcgm.prom",
         b'DCGM_FI_DEV_XID_ERRORS{instance="10.1.0.17:9400",gpu="1"} 79 1793613791000\n',
     )
-    recs, cov = LocalFilesClient().fetch_logs(tmp_path, c, ANCHORS, WINDOW)
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, c, ANCHORS, WINDOW).pair()
     assert [r.node for r in recs] == ["gpu-017"] and cov.nodes_read == ["gpu-017"]
     samples, _ = LocalFilesClient().fetch_metrics(tmp_path, c, WINDOW)
     assert [s.node for s in samples] == ["gpu-017"]

@@ -84,7 +84,7 @@ def test_short_host_keeps_ip_addresses_whole() -> None:
 def test_srun_labelled_lines_move_to_the_task_host() -> None:
     from datetime import datetime, timezone
 
-    from attribution_dagster.models import ExecutionContext, RawEvidence, RawRecord
+    from attribution_dagster.models import ExecutionContext, FileLine, RawEvidence, RawRecord
     from attribution_dagster.pipeline import catalog
 
     ctx = ExecutionContext(
@@ -101,7 +101,7 @@ def test_srun_labelled_lines_move_to_the_task_host() -> None:
         return RawRecord(
             source="files",
             node="hpc-g12",
-            locator=f"logs/hpc-g12/slurm-1.out:{line}",
+            locator=FileLine(path="logs/hpc-g12/slurm-1.out", line=line),
             time=t,
             text=text,
         )

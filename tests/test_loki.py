@@ -40,7 +40,7 @@ from attribution_dagster.connectors.loki import (
     to_ns,
 )
 from attribution_dagster.connectors.timestamps import TimestampParser
-from attribution_dagster.models import Anchor, ExecutionContext, Window
+from attribution_dagster.models import Anchor, ExecutionContext, QueryAt, Window
 
 pytestmark = pytest.mark.loki
 
@@ -146,7 +146,8 @@ def test_tricky_anchors_pushed_down_select_exactly_their_lines(fake_http):
     for i, line in enumerate(lines):
         loki.add(kern("node-a"), T0 + i * S, line)
     loki.install(fake_http)
-    recs, cov = client(fake_http.url).fetch_logs(ctx(), [Anchor(literal=x) for x in TRICKY], WINDOW)
+    anchors = [Anchor(literal=x) for x in TRICKY]
+    recs, cov = client(fake_http.url).fetch_logs(ctx(), anchors, WINDOW).pair()
     assert sorted(r.text for r in recs) == sorted(f"{lit} present" for lit in TRICKY)
     assert cov.status == "partial" and cov.nodes_missing == ["node-b"]  # node-b has no stream
     q = loki.queries[0]
@@ -168,7 +169,7 @@ def test_records_node_time_stream_locator(fake_http):
     loki.add({"host": "node-c", "filename": "/var/log/kern.log"}, ts + 3, "NVRM: Xid other job")
     loki.install(fake_http)
     # candidate lines only here; the liveness queries: tests/test_loki_liveness.py
-    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(), ANCHORS, WINDOW)
+    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(), ANCHORS, WINDOW).pair()
     assert [(r.node, r.stream) for r in recs] == [
         ("node-a", "kern.log"),
         ("node-b", "slurmd.service"),
@@ -176,11 +177,13 @@ def test_records_node_time_stream_locator(fake_http):
     a = recs[0]
     assert a.source == "loki" and a.time_quality == "exact"
     assert a.time == datetime(2026, 11, 2, 10, 1, 1, 123456, tzinfo=UTC)
-    assert a.locator == f'{{filename="/var/log/kern.log", host="NODE-A.cluster.local"}} @ns:{ts}'
+    sel = '{filename="/var/log/kern.log", host="NODE-A.cluster.local"}'
+    assert a.locator == QueryAt(language="logql", query=sel, at_ns=ts)
+    assert str(a.locator) == f"{sel} @ns:{ts}"
     assert cov.status == "ok" and cov.nodes_read == ["node-a", "node-b"]
     assert cov.queries == 2 and cov.records == 2 and cov.lines == 2 and cov.bytes > 0
     # the locator's selector finds the line again (Grafana Explore / logcli)
-    sel = a.locator.rsplit(" @ns:", 1)[0]
+    sel = a.locator.query
     code, body = loki.evaluate({"query": sel, "start": str(ts), "end": str(ts + 1), "limit": "10"})
     assert body["data"]["result"][0]["values"] == [[str(ts), a.text]]
 
@@ -191,7 +194,7 @@ def test_instance_label_with_port_and_alias(fake_http):
     loki.add({"instance": "10.1.0.18:9100"}, T0 + 1, "NCCL WARN y")
     loki.install(fake_http)
     c = ctx(["gpu-017.cluster", "gpu-018"], node_addresses={"gpu-018": ["10.1.0.18"]})
-    recs, cov = client(fake_http.url, node_label="instance").fetch_logs(c, ANCHORS, WINDOW)
+    recs, cov = client(fake_http.url, node_label="instance").fetch_logs(c, ANCHORS, WINDOW).pair()
     assert [r.node for r in recs] == ["gpu-017.cluster", "gpu-018"]
     assert cov.status == "ok"
 
@@ -202,7 +205,7 @@ def test_long_lines_truncated_and_counted(fake_http):
     loki.install(fake_http)
     recs, cov = client(fake_http.url, max_line_bytes=300).fetch_logs(
         ctx(["node-a"]), ANCHORS, WINDOW
-    )
+    ).pair()
     assert len(recs[0].text.encode()) == 300 and cov.overlong_lines == 1
 
 
@@ -224,7 +227,7 @@ def test_empty_secret_env_fails_without_a_request(fake_http):
     FakeLoki().install(fake_http)
     recs, cov = client(fake_http.url, bearer_token_env="LOKI_TOKEN").fetch_logs(
         ctx(), ANCHORS, WINDOW
-    )
+    ).pair()
     assert cov.status == "failed" and "LOKI_TOKEN is empty" in cov.errors[0]
     assert fake_http.requests == [] and cov.retryable is False
 
@@ -240,7 +243,7 @@ def test_pagination_equal_ns_at_the_page_edge_no_gap_no_duplicate(fake_http):
     loki.install(fake_http)
     recs, cov = client(fake_http.url, max_entries_per_query=4, liveness=False).fetch_logs(
         ctx(), ANCHORS, WINDOW
-    )
+    ).pair()
     texts = [r.text for r in recs]
     assert sorted(texts) == sorted(f"NCCL WARN entry {i}" for i in range(len(stamps)))
     assert len(set(texts)) == len(texts)
@@ -262,7 +265,7 @@ def test_more_entries_at_one_ns_than_a_page_is_reported_not_looped(fake_http):
     loki.add(kern("node-a"), T0 + S, "NCCL WARN later")
     loki.install(fake_http)
     c = client(fake_http.url, max_entries_per_query=3)
-    recs, cov = c.fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = c.fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert "NCCL WARN later" in [r.text for r in recs]
     assert len(recs) == 7  # 6 of the 8 same-ns entries, and the later one
     assert cov.status == "partial" and "more than 3 entries at one nanosecond" in cov.errors[0]
@@ -276,7 +279,7 @@ def test_a_full_page_at_one_ns_is_completed_by_a_probe(fake_http):
     loki.add(kern("node-a"), T0 + S, "NCCL WARN later")
     loki.install(fake_http)
     c = client(fake_http.url, max_entries_per_query=3)
-    recs, cov = c.fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = c.fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert len(recs) == 6 and len({r.text for r in recs}) == 6
     assert cov.status == "ok" and not cov.errors
     probe = [q for q in loki.queries if int(q["end"]) - int(q["start"]) == 1]
@@ -289,12 +292,14 @@ def test_pushdown_off_reads_everything_and_filters_in_the_client(fake_http):
         line = f"NCCL WARN {i}" if i % 10 == 3 else f"noise line {i}"
         loki.add(kern("node-a" if i % 2 else "node-b"), T0 + (i // 3) * S, line)
     loki.install(fake_http)
-    on, cov_on = client(fake_http.url, max_entries_per_query=7).fetch_logs(ctx(), ANCHORS, WINDOW)
+    on, cov_on = (
+        client(fake_http.url, max_entries_per_query=7).fetch_logs(ctx(), ANCHORS, WINDOW).pair()
+    )
     n_on = len(loki.queries)
     off, cov_off = client(fake_http.url, max_entries_per_query=7, pushdown=False).fetch_logs(
         ctx(), ANCHORS, WINDOW
-    )
-    assert sorted(r.locator for r in on) == sorted(r.locator for r in off)
+    ).pair()
+    assert sorted(str(r.locator) for r in on) == sorted(str(r.locator) for r in off)
     assert len(on) == 4 and cov_on.lines == 4
     assert cov_off.lines == 40 and cov_off.records == 4  # every line moved, once
     assert all("|~" not in q["query"] for q in loki.queries[n_on:])
@@ -308,7 +313,7 @@ def test_long_window_is_split_into_contiguous_chunks(fake_http):
     loki.install(fake_http)
     recs, cov = client(fake_http.url, max_window_seconds=600, liveness=False).fetch_logs(
         ctx(["node-a"]), ANCHORS, WINDOW
-    )
+    ).pair()
     assert len(recs) == 10 and cov.status == "ok"
     spans = [(int(q["start"]), int(q["end"])) for q in loki.queries]
     assert len(spans) == 4  # 33 minutes in 10-minute chunks
@@ -326,7 +331,7 @@ def test_query_over_max_bytes_splits_anchors_and_still_finds_all(fake_http):
     loki.install(fake_http)
     recs, cov = client(fake_http.url, max_query_bytes=1024).fetch_logs(
         ctx(["node-a"]), anchors, WINDOW
-    )
+    ).pair()
     assert len(loki.queries) > 1
     assert all(len(q["query"]) < 1024 for q in loki.queries)
     assert sorted(r.text for r in recs) == sorted(
@@ -358,7 +363,7 @@ def one_hit() -> FakeLoki:
 def test_429_with_retry_after_then_success(fake_http):
     serve_then(fake_http, one_hit(), [(429, "too many outstanding requests", {"Retry-After": "7"})])
     sleeps = Sleeps()
-    recs, cov = client(fake_http.url, sleeps).fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = client(fake_http.url, sleeps).fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert len(recs) == 1 and cov.status == "ok" and not cov.errors
     assert sleeps == [7.0]
 
@@ -381,14 +386,14 @@ def test_500_then_success_with_exponential_backoff(fake_http):
     sleeps = Sleeps()
     recs, cov = client(fake_http.url, sleeps, backoff_seconds=0.5).fetch_logs(
         ctx(["node-a"]), ANCHORS, WINDOW
-    )
+    ).pair()
     assert len(recs) == 1 and cov.status == "ok"
     assert sleeps == [0.5, 1.0]
 
 
 def test_5xx_until_retries_run_out_is_failed_and_retryable(fake_http):
     serve_then(fake_http, one_hit(), [(503, "down")] * 10)
-    recs, cov = client(fake_http.url, retries=2).fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
+    recs, cov = client(fake_http.url, retries=2).fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert recs == [] and cov.status == "failed"
     assert cov.retryable is True
     assert "answered 503: down (after 3 attempts)" in cov.errors[-1]
@@ -403,7 +408,7 @@ def test_timeout_is_transient(fake_http):
     fake_http.route("GET", "/loki/api/v1/query_range", slow)
     recs, cov = client(fake_http.url, timeout_seconds=0.2, retries=1).fetch_logs(
         ctx(), ANCHORS, WINDOW
-    )
+    ).pair()
     assert recs == [] and cov.status == "failed" and cov.retryable is True
     assert "did not answer within 0.2s (after 2 attempts)" in cov.errors[0]
     assert cov.queries == 2
@@ -423,7 +428,7 @@ def test_timeout_then_success(fake_http):
     fake_http.route("GET", "/loki/api/v1/series", loki.series)
     recs, cov = client(fake_http.url, timeout_seconds=0.3).fetch_logs(
         ctx(["node-a"]), ANCHORS, WINDOW
-    )
+    ).pair()
     assert len(recs) == 1 and cov.status == "ok"
 
 
@@ -437,7 +442,7 @@ def test_connection_refused_is_transient():
     sleeps = Sleeps()
     recs, cov = client(f"http://127.0.0.1:{port}", sleeps, retries=2).fetch_logs(
         ctx(), ANCHORS, WINDOW
-    )
+    ).pair()
     assert recs == [] and cov.status == "failed" and cov.retryable is True
     assert "is unreachable (ConnectError" in cov.errors[0] and len(sleeps) == 2
 
@@ -451,7 +456,7 @@ def test_malformed_json_is_failed_not_retryable(fake_http):
         "/loki/api/v1/query_range",
         lambda r: (200, b'{"status": "succ', {"Content-Type": "application/json"}),
     )
-    recs, cov = client(fake_http.url).fetch_logs(ctx(), ANCHORS, WINDOW)
+    recs, cov = client(fake_http.url).fetch_logs(ctx(), ANCHORS, WINDOW).pair()
     assert cov.status == "failed"
     assert cov.retryable is False and "not JSON" in cov.errors[0]
     assert len([r for r in fake_http.requests if r.path.endswith("query_range")]) == 1
@@ -461,7 +466,7 @@ def test_401_names_the_env_var_and_is_not_retried(fake_http):
     fake_http.route("GET", "/loki/api/v1/series", lambda r: (401, "no org id"))
     fake_http.route("GET", "/loki/api/v1/query_range", lambda r: (401, "no org id"))
     c = client(fake_http.url, env={"LOKI_TOKEN": "expired"}, bearer_token_env="LOKI_TOKEN")
-    recs, cov = c.fetch_logs(ctx(), ANCHORS, WINDOW)
+    recs, cov = c.fetch_logs(ctx(), ANCHORS, WINDOW).pair()
     assert recs == [] and cov.status == "failed" and cov.retryable is False
     assert cov.errors == [f"loki at {fake_http.url} answered 401: check the token in $LOKI_TOKEN"]
     assert len(fake_http.requests) == 1
@@ -476,7 +481,7 @@ def test_other_4xx_fails_once(fake_http):
         "/loki/api/v1/query_range",
         lambda r: (400, "parse error at line 1, col 5: syntax error"),
     )
-    recs, cov = client(fake_http.url).fetch_logs(ctx(), ANCHORS, WINDOW)
+    recs, cov = client(fake_http.url).fetch_logs(ctx(), ANCHORS, WINDOW).pair()
     assert cov.retryable is False and "answered 400: parse error" in cov.errors[0]
     assert len([r for r in fake_http.requests if r.path.endswith("query_range")]) == 1
 
@@ -488,7 +493,7 @@ def test_400_max_entries_lowers_the_limit(fake_http):
     loki.install(fake_http)
     recs, cov = client(fake_http.url, max_entries_per_query=5000, liveness=False).fetch_logs(
         ctx(["node-a"]), ANCHORS, WINDOW
-    )
+    ).pair()
     assert len(recs) == 8 and cov.status == "ok" and not cov.errors
     assert loki.queries[0]["limit"] == "5000"
     assert {q["limit"] for q in loki.queries[1:]} == {"3"}
@@ -499,7 +504,8 @@ def test_400_time_range_shrinks_the_window(fake_http):
     for m in range(0, 30, 2):
         loki.add(kern("node-a"), T0 + m * 60 * S, f"NCCL WARN minute {m}")
     loki.install(fake_http)
-    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
+    src = client(fake_http.url, liveness=False)
+    recs, cov = src.fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW).pair()
     assert len(recs) == 15 and cov.status == "ok"
     ok = [q for q in loki.queries if int(q["end"]) - int(q["start"]) <= 600 * S]
     assert len(ok) == len(loki.queries) - 1  # only the first, whole-window query was refused
@@ -512,7 +518,7 @@ def test_400_series_limit_splits_the_nodes(fake_http):
     loki.install(fake_http)
     recs, cov = client(fake_http.url).fetch_logs(
         ctx(["node-a", "node-b", "node-c", "node-d"]), ANCHORS, WINDOW
-    )
+    ).pair()
     assert sorted(r.node for r in recs) == ["node-a", "node-b", "node-c", "node-d"]
     assert cov.status == "ok"
 
@@ -561,7 +567,8 @@ def test_context_after_is_read_with_a_second_narrow_query(fake_http):
         loki.add(app, T0 + 100 * S + i * 1000, line)
     loki.install(fake_http)
     anchors = [*ANCHORS, Anchor(literal="ChildFailedError", context_after=3)]
-    recs, cov = client(fake_http.url, liveness=False).fetch_logs(ctx(["node-a"]), anchors, WINDOW)
+    src = client(fake_http.url, liveness=False)
+    recs, cov = src.fetch_logs(ctx(["node-a"]), anchors, WINDOW).pair()
     assert len(recs) == 1
     assert recs[0].text == "\n".join(block[:4])
     ctx_query = loki.queries[-1]
@@ -591,7 +598,7 @@ def test_series_tells_missing_nodes_from_nodes_without_hits(fake_http):
     loki.install(fake_http)
     recs, cov = client(fake_http.url).fetch_logs(
         ctx(["node-a", "node-b", "node-c"]), ANCHORS, WINDOW
-    )
+    ).pair()
     assert cov.nodes_read == ["node-a", "node-b"] and cov.nodes_missing == ["node-c"]
     assert cov.status == "partial"
 
@@ -741,13 +748,13 @@ def test_every_log_only_sample_from_loki_equals_files(fake_http, sample):
     assert got.coverage[0].status in ("ok", "partial")
     if sample.startswith("heldout/"):  # where each node stopped came from Loki
         raw = pipeline.collect_evidence(None, c, sources=EvidenceSources(logs=(src,)))
-        tails = raw.coverage[0].file_tails
+        tails = raw.tails
         assert {t.node for t in tails} == set(raw.coverage[0].nodes_read)
         # an interval (the bucket of its last lines), or, for a node that stopped early,
         # its last line read exactly
         assert all(
-            t.locator.startswith("count_over_time(")
+            str(t.locator).startswith("count_over_time(")
             if t.time_quality == "inherited"
-            else t.locator.startswith("{")
+            else str(t.locator).startswith("{")
             for t in tails
         )

@@ -139,17 +139,18 @@ def test_silent_node_from_loki_equals_files(fake_http, tmp_path):
 
 
 def test_tail_and_progress_records_have_the_files_shape(fake_http, tmp_path):
-    """The records land where the files connector puts its own (coverage file_tails /
-    file_progress), so the engine needs no Loki-specific code; the last progress line of the
+    """The records land where the files connector puts its own (LogBatch tails /
+    progress), so the engine needs no Loki-specific code; the last progress line of the
     node that stopped early is found although the others logged progress after it."""
     case = write_silent_case(tmp_path)
     loki = FakeLoki()
     c = serve_case(case, loki)
     loki.install(fake_http)
-    recs, cov = client(fake_http.url).fetch_logs(
+    batch = client(fake_http.url).fetch_logs(
         c, catalog().anchors(last_only=True), Window(start=c.start, end=c.end)
     )
-    tails = {(t.node, t.stream): t for t in cov.file_tails}
+    recs, cov = batch.pair()
+    tails = {(t.node, t.stream): t for t in batch.tails}
     assert set(tails) == {(n, f) for n in NODES for f in ("app.log", "kern.log")}
     assert all(t.last_of_file for t in tails.values())
     # the others: intervals, the 15 s bucket of their last lines, reopenable as a query
@@ -158,7 +159,7 @@ def test_tail_and_progress_records_have_the_files_shape(fake_http, tmp_path):
         seconds=15
     )
     assert a_app.time <= START + timedelta(minutes=20) <= a_app.time_latest  # the timeout
-    assert a_app.locator == (
+    assert str(a_app.locator) == (
         'count_over_time({filename="/var/log/app.log", host="gpu-a", job="varlogs"} [15s]) '
         f"@ns:{to_ns(a_app.time_latest)}"
     )
@@ -166,16 +167,19 @@ def test_tail_and_progress_records_have_the_files_shape(fake_http, tmp_path):
     c_app, c_kern = tails[("gpu-c", "app.log")], tails[("gpu-c", "kern.log")]
     assert c_app.time_quality == "exact" and c_app.time == START + timedelta(minutes=9, seconds=30)
     assert c_kern.time_quality == "inherited"
-    progress = {r.node: r for r in cov.file_progress}
+    progress = {r.node: r for r in batch.progress}
     assert set(progress) == set(NODES)
     assert progress["gpu-c"].time == START + timedelta(minutes=9, seconds=30)
     assert "iteration" in progress["gpu-c"].text and progress["gpu-c"].time_quality == "exact"
     # normalized like the files path: log_last_line + progress observations
-    obs = pipeline.normalize(pipeline.RawEvidence(job_id="9101", records=recs, coverage=[cov]), c)
+    raw = pipeline.RawEvidence(
+        job_id="9101", records=recs, tails=batch.tails, progress=batch.progress, coverage=[cov]
+    )
+    obs = pipeline.normalize(raw, c)
     kinds = {o.kind for o in obs}
     assert {"log_last_line", "progress"} <= kinds
     # bounded: no progress line is pulled except the last bucket's
-    assert len(cov.file_progress) == len(NODES)
+    assert len(batch.progress) == len(NODES)
 
 
 def test_metric_query_500_makes_coverage_partial_and_analysis_goes_on(fake_http, tmp_path):
@@ -197,7 +201,7 @@ def test_metric_query_500_makes_coverage_partial_and_analysis_goes_on(fake_http,
     cov = raw.coverage[0]
     assert cov.status == "partial" and cov.retryable
     assert any(e.startswith("tails query (liveness): loki at") and "500" in e for e in cov.errors)
-    assert raw.records and not cov.file_tails and not cov.file_progress
+    assert raw.records and not raw.tails and not raw.progress
     result = pipeline.analyze_context(c, sources=EvidenceSources(logs=(src,)))
     assert result.status in ("attributed", "unattributed", "ambiguous")
     assert result.coverage[0].status == "partial"
@@ -221,11 +225,12 @@ def test_series_limit_splits_the_metric_query(fake_http):
         job_id="1", scheduler="slurm", state="FAILED", start=START,
         end=START + timedelta(minutes=10), nodes=NODES,
     )  # fmt: skip
-    _, cov = client(fake_http.url, check_series=False).fetch_logs(
+    batch = client(fake_http.url, check_series=False).fetch_logs(
         ctx, [], Window(start=ctx.start, end=ctx.end)
     )
-    assert sorted(t.node for t in cov.file_tails) == NODES
-    tails = sorted(cov.file_tails, key=lambda t: t.node)
+    cov = batch.coverage
+    assert sorted(t.node for t in batch.tails) == NODES
+    tails = sorted(batch.tails, key=lambda t: t.node)
     assert [(t.time_latest or t.time) - START for t in tails] == [
         timedelta(minutes=m) for m in (1, 2, 3, 4)
     ]
@@ -247,13 +252,13 @@ def test_progress_reads_split_when_a_bucket_holds_more_than_a_page(fake_http):
         job_id="1", scheduler="slurm", state="FAILED", start=START,
         end=START + timedelta(minutes=10), nodes=NODES,
     )  # fmt: skip
-    _, cov = client(fake_http.url, max_entries_per_query=6).fetch_logs(
+    batch = client(fake_http.url, max_entries_per_query=6).fetch_logs(
         ctx, catalog().anchors(last_only=True), Window(start=ctx.start, end=ctx.end)
     )
     backward = [q for q in loki.queries if q.get("direction") == "backward"]
     assert len(backward) == 2 and all(int(q["limit"]) <= 6 for q in backward)
     last = {}
-    for r in cov.file_progress:
+    for r in batch.progress:
         if r.node not in last or r.time > last[r.node].time:
             last[r.node] = r
     assert sorted(last) == NODES
@@ -292,18 +297,18 @@ def test_source_cap_below_the_analysis_setting_still_applies(fake_http):
     assert len(raw.records[0].text.encode()) == 1024 and raw.coverage[0].overlong_lines == 1
 
 
-def test_a_source_without_the_cap_has_its_records_cut_by_the_pipeline():
+def test_a_source_ignoring_the_cap_has_its_records_cut_by_the_pipeline():
     class Plain:
         name = "plain"
 
-        def fetch_logs(self, ctx, anchors, window):  # type: ignore[no-untyped-def]
-            from attribution_dagster.models import SourceCoverage
+        def fetch_logs(self, ctx, anchors, window, limits=None):  # type: ignore[no-untyped-def]
+            from attribution_dagster.models import LogBatch, SourceCoverage
 
             rec = RawRecord(
                 source="plain", node="gpu-a", locator="x:1", time=START,
                 text="NCCL WARN " + "é" * 5000 + "\nsecond line",
             )  # fmt: skip
-            return [rec], SourceCoverage(source="plain")
+            return LogBatch(records=[rec], coverage=SourceCoverage(source="plain"))
 
     ctx = ExecutionContext(
         job_id="1", scheduler="slurm", state="FAILED", start=START,

@@ -14,7 +14,9 @@ import pytest
 from attribution_dagster.models import (
     OBSERVATION_KINDS,
     ExecutionContext,
+    FileLine,
     MetricSample,
+    QueryAt,
     RawEvidence,
     RawRecord,
 )
@@ -323,7 +325,13 @@ def test_host_less_echo_of_a_host_named_line_follows_it() -> None:
     def ecc_nodes(lines: list[tuple[int, datetime, str]]) -> list[str]:
         raw = RawEvidence(
             job_id="42",
-            records=[rec(text, t=t, loc=f"logs/node-a/slurm-42.out:{n}") for n, t, text in lines],
+            records=[
+                RawRecord(
+                    source="files", node="node-a", time=t, text=text,
+                    locator=FileLine(path="logs/node-a/slurm-42.out", line=n),
+                )  # fmt: skip
+                for n, t, text in lines
+            ],
         )
         obs = CAT.normalize(raw, CTX)
         return [o.node for o in obs if o.kind == "gpu_ecc_uncorrectable"]
@@ -523,15 +531,15 @@ def test_observation_copies_provenance_and_trims_excerpt() -> None:
     r = RawRecord(
         source="loki",
         node="node-c",
-        locator="{job=1} @ 123",
+        locator=QueryAt(language="logql", query="{job=1}", at_ns=123),
         time=None,
         time_quality="unknown",
         text=long,
     )
     (o,) = CAT.parse_record(r, CTX)
-    assert (o.source, o.locator, o.time, o.time_quality, o.parser) == (
+    assert (o.source, str(o.locator), o.time, o.time_quality, o.parser) == (
         "loki",
-        "{job=1} @ 123",
+        "{job=1} @ns:123",
         None,
         "unknown",
         "nvrm_xid",
@@ -568,7 +576,7 @@ def sample(name: str, value: float, sec: int, **labels: str) -> MetricSample:
     return MetricSample(
         source="files",
         node="node-a",
-        locator=f"metrics/dcgm.prom:{sec}",
+        locator=FileLine(path="metrics/dcgm.prom", line=sec),
         time=T0 + timedelta(seconds=sec),
         name=name,
         labels=labels,
@@ -594,7 +602,8 @@ def test_dcgm_xid_gauge_change_detection() -> None:
         "0000:91:00",
         "dcgm",
     )
-    assert o.locator == "metrics/dcgm.prom:2" and "DCGM_FI_DEV_XID_ERRORS{" in o.excerpt
+    assert o.locator == FileLine(path="metrics/dcgm.prom", line=2)
+    assert "DCGM_FI_DEV_XID_ERRORS{" in o.excerpt
     first = CAT.normalize_samples([sample("DCGM_FI_DEV_XID_ERRORS", 48, 0, gpu="0")], CTX)
     assert [x.code for x in first] == [48]
 
@@ -653,10 +662,16 @@ def test_ib_state_transitions_and_link_downed() -> None:
 
 
 def test_metrics_tolerate_nan_and_inf() -> None:
+    """A MetricSample refuses NaN / inf (JSON would turn them into null across an asset
+    boundary; sources drop them); the normalizer still tolerates one built unchecked."""
+    with pytest.raises(ValueError):
+        sample("DCGM_FI_DEV_XID_ERRORS", math.nan, 0, gpu="0")
+    good = sample("DCGM_FI_DEV_XID_ERRORS", 79, 2, gpu="0")
+    at = [T0, T0 + timedelta(seconds=1)]
     s = [
-        sample("DCGM_FI_DEV_XID_ERRORS", v, i, gpu="0")
-        for i, v in enumerate([math.nan, math.inf, 79])
-    ]
+        MetricSample.model_construct(**{**dict(good), "value": v, "time": t})
+        for t, v in zip(at, [math.nan, math.inf], strict=True)
+    ] + [good]
     obs = CAT.normalize_samples(s, CTX)
     assert [o.code for o in obs][-1] == 79
 

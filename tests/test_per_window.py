@@ -180,7 +180,7 @@ class _DownLoki:
 
     name = "loki:main"
 
-    def fetch_logs(self, ctx, anchors, window):
+    def fetch_logs(self, ctx, anchors, window, limits=None):
         raise SourceError("loki at http://loki:3100 refused the connection", transient=True)
 
 

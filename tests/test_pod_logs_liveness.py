@@ -1,5 +1,5 @@
 """Who fell first, from Kubernetes pod logs: where each container log stops and its last
-training-progress line (connectors/pod_logs.py -> coverage file_tails / file_progress), read
+training-progress line (connectors/pod_logs.py -> LogBatch tails / progress), read
 by the engine exactly like the files connector's.
 
 A Kubernetes API server cannot run here. The connector runs its real code path (the
@@ -35,8 +35,8 @@ from attribution_dagster.models import (
     AnalysisSettings,
     ExecutionContext,
     JobState,
+    LogBatch,
     PodRef,
-    SourceCoverage,
 )
 from attribution_dagster.pipeline import analyze_case, analyze_context, catalog
 
@@ -170,14 +170,13 @@ class Blind:
     def __init__(self, src: PodLogsClient) -> None:
         self.src, self.name = src, src.name
 
-    def fetch_logs(self, ctx, anchors, window):  # type: ignore[no-untyped-def]
-        records, cov = self.src.fetch_logs(ctx, anchors, window)
-        return records, cov.model_copy(update={"file_tails": [], "file_progress": []})
+    def fetch_logs(self, ctx, anchors, window, limits=None):  # type: ignore[no-untyped-def]
+        batch = self.src.fetch_logs(ctx, anchors, window, limits)
+        return batch.model_copy(update={"tails": [], "progress": []})
 
 
-def fetch(src: PodLogsClient, ctx: ExecutionContext) -> SourceCoverage:
-    _, cov = src.fetch_logs(ctx, catalog().anchors(last_only=True), AnalysisSettings().window(ctx))
-    return cov
+def fetch(src: PodLogsClient, ctx: ExecutionContext) -> LogBatch:
+    return src.fetch_logs(ctx, catalog().anchors(last_only=True), AnalysisSettings().window(ctx))
 
 
 # --- one node falls silent -----------------------------------------------------------------------
@@ -250,20 +249,20 @@ def test_silent_pod_from_the_api_equals_files(fake_http, tmp_path, with_event):
 def test_tails_and_progress_have_the_files_shape(fake_http):
     """One tail per container log, exact kubelet times, `stream` the container (pod names
     differ across nodes, their containers do not), the pod's node, a locator to reopen;
-    the last progress line of each log in file_progress."""
+    the last progress line of each log in progress."""
     ctx = context(END)
-    cov = fetch(serve(fake_http, ctx, silent_logs()), ctx)
-    assert cov.status == "ok" and not cov.errors
-    tails = {t.node: t for t in cov.file_tails}
-    assert sorted(tails) == NODES and len(cov.file_tails) == len(NODES)
+    batch = fetch(serve(fake_http, ctx, silent_logs()), ctx)
+    assert batch.coverage.status == "ok" and not batch.coverage.errors
+    tails = {t.node: t for t in batch.tails}
+    assert sorted(tails) == NODES and len(batch.tails) == len(NODES)
     for node, t in tails.items():
         assert t.last_of_file and t.time_quality == "exact" and t.time_latest is None
         assert t.stream == "trainer" and t.source == "pod_logs"
-        assert t.locator == f"pod {NS}/{PODS[node]} container trainer @ {stamp(t.time)}"
+        assert str(t.locator) == f"pod {NS}/{PODS[node]} container trainer @ {stamp(t.time)}"
     assert tails["gpu-c"].time == DIED - timedelta(seconds=30)
     assert tails["gpu-a"].time == TIMEOUT + timedelta(seconds=2)
     assert tails["gpu-a"].text == "[rank0] exiting: watchdog"  # the body, not the stamp
-    progress = {p.node: p for p in cov.file_progress}
+    progress = {p.node: p for p in batch.progress}
     assert sorted(progress) == NODES
     assert all(p.time == DIED - timedelta(seconds=30) and "iteration      190/" in p.text
                for p in progress.values())
@@ -316,8 +315,8 @@ def test_a_fault_followed_by_progress_is_not_blamed_from_pod_logs(fake_http, tmp
     blind = analyze_context(ctx, sources=EvidenceSources(logs=(Blind(src),)))
     assert verdict(blind) != verdict(want)
     assert "gpu-a" in blind.suspect_nodes
-    cov = fetch(serve(fake_http, ctx, logs), ctx)
-    last = {p.node: p for p in cov.file_progress}
+    batch = fetch(serve(fake_http, ctx, logs), ctx)
+    last = {p.node: p for p in batch.progress}
     assert last["gpu-a"].time == START + timedelta(minutes=39, seconds=1)
     assert last["gpu-a"].text.startswith("{'loss': 1.5250")
 
@@ -336,12 +335,12 @@ def test_a_log_cut_at_max_bytes_has_no_tail(fake_http, tmp_path):
         len(b) for n, b in logs.items() if n != "gpu-b"
     )
     src = serve(fake_http, ctx, logs, max_bytes_per_pod=32 * 1024)
-    cov = fetch(src, ctx)
-    assert sorted(t.node for t in cov.file_tails) == ["gpu-a", "gpu-c", "gpu-d"]
-    assert "gpu-b" not in {p.node for p in cov.file_progress}
-    cut = [e for e in cov.errors if "max_bytes_per_pod" in e]
+    batch = fetch(src, ctx)
+    assert sorted(t.node for t in batch.tails) == ["gpu-a", "gpu-c", "gpu-d"]
+    assert "gpu-b" not in {p.node for p in batch.progress}
+    cut = [e for e in batch.coverage.errors if "max_bytes_per_pod" in e]
     assert cut and PODS["gpu-b"] in cut[0] and "where it stops is not known" in cut[0]
-    assert cov.status == "partial"
+    assert batch.coverage.status == "partial"
     got = analyze_context(ctx, sources=EvidenceSources(logs=(src,)))
     assert verdict(got) == ("attributed", "node.down", ["gpu-c"])
     assert not any(c.kind == "node_silent" and c.node == "gpu-b" for c in got.symptom_chain)
@@ -361,11 +360,12 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
     previous = {"gpu-d": kubelet([(START, megatron(START, 0)),
                                   (crashed, "RuntimeError: CUDA error: an illegal memory access "
                                             "was encountered")])}
-    cov = fetch(serve(fake_http, ctx, logs, previous=previous), ctx)
-    d = sorted((t for t in cov.file_tails if t.node == "gpu-d"), key=lambda t: t.time)
+    batch = fetch(serve(fake_http, ctx, logs, previous=previous), ctx)
+    d = sorted((t for t in batch.tails if t.node == "gpu-d"), key=lambda t: t.time)
     assert [t.time for t in d] == [crashed, TIMEOUT + timedelta(seconds=2)]
-    assert d[0].locator == f"pod {NS}/{PODS['gpu-d']} container trainer previous @ {stamp(crashed)}"
-    assert " previous @ " not in d[1].locator
+    want = f"pod {NS}/{PODS['gpu-d']} container trainer previous @ {stamp(crashed)}"
+    assert str(d[0].locator) == want
+    assert " previous @ " not in str(d[1].locator)
     # the current log answers 500: the previous log's tail is not kept either
     kube_src = serve(fake_http, ctx, logs, previous=previous)
     fake_http.route_prefix(
@@ -374,24 +374,26 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
         if (req.arg("previous") or "").lower() != "true"
         else (200, previous["gpu-d"], {"Content-Type": "text/plain"}),
     )
-    cov = fetch(kube_src, ctx)
-    assert "gpu-d" not in {t.node for t in cov.file_tails}
-    assert cov.status == "partial" and cov.retryable
+    batch = fetch(kube_src, ctx)
+    assert "gpu-d" not in {t.node for t in batch.tails}
+    assert batch.coverage.status == "partial" and batch.coverage.retryable
 
 
 # --- the engine's two general changes -----------------------------------------------------------
 
 
 def test_stream_key_folds_a_generated_pod_suffix_only():
+    from attribution_dagster.models import FileLine
     from attribution_dagster.rules.liveness import stream_key
 
-    a = stream_key(f"logs/gpu-a/{PODS['gpu-a']}.log:12")
-    assert a == stream_key(f"logs/gpu-c/{PODS['gpu-c']}.log:40") == (
-        "llama-#b-r#k#w-worker-#-#-*.log"
-    )
-    assert stream_key("logs/n/slurm-4812.out:1") == "slurm-#.out"
+    def key(path: str, line: int) -> str:
+        return stream_key(FileLine(path=path, line=line))
+
+    a = key(f"logs/gpu-a/{PODS['gpu-a']}.log", 12)
+    assert a == key(f"logs/gpu-c/{PODS['gpu-c']}.log", 40) == ("llama-#b-r#k#w-worker-#-#-*.log")
+    assert key("logs/n/slurm-4812.out", 1) == "slurm-#.out"
     for name in ("app.log", "kern.log", "train-stdout.log", "nccl-debug.txt"):
-        assert stream_key(f"logs/n/{name}:3") == name  # words keep their vowels
+        assert key(f"logs/n/{name}", 3) == name  # words keep their vowels
 
 
 def test_a_kubernetes_event_is_not_the_node_writing():

@@ -257,8 +257,8 @@ def test_reads_samples_of_changed_series_with_locators(fake_http):
     assert {s.node for s in samples} == {"node-a", "node-c"}  # exporter pod is no node
     s79 = next(s for s in samples if s.value == 79)
     assert s79.time == START + timedelta(seconds=60) and s79.source == "prometheus"
-    assert s79.locator == f'promql: {XID}{{Hostname="node-a",gpu="3"}} @ {T0 + 60}'
-    assert any(s.locator.endswith(f"@ {T0 + 120}.5") for s in samples)
+    assert str(s79.locator) == f'promql: {XID}{{Hostname="node-a",gpu="3"}} @ {T0 + 60}'
+    assert any(str(s.locator).endswith(f"@ {T0 + 120}.5") for s in samples)
     obs = pipeline.normalize(RawEvidence(job_id="1", samples=samples), ctx)
     assert [(o.kind, o.node, o.code, o.gpu) for o in obs] == [
         ("xid", "node-a", 79, 3), ("xid", "node-c", 48, 5)]
@@ -494,7 +494,7 @@ def test_real_prometheus_gives_the_same_observations_as_the_files(prom_url, case
     prom_obs = pipeline.normalize(RawEvidence(job_id="1", samples=samples), ctx)
     file_obs = pipeline.normalize(RawEvidence(job_id="1", samples=file_samples), ctx)
     assert sorted(map(obs_key, prom_obs)) == sorted(map(obs_key, file_obs))
-    assert all(o.locator.startswith("promql: ") and o.source == "prometheus" for o in prom_obs)
+    assert all(str(o.locator).startswith("promql: ") and o.source == "prometheus" for o in prom_obs)
     # fewer samples cross the wire than the files hold: only series that changed
     assert cov.records <= len(file_samples)
     assert cov.queries <= 2 + 2 * len(catalog_families())
@@ -527,7 +527,7 @@ def test_locator_reopens_the_sample_in_prometheus(prom_url):
     ctx = pipeline.load_context(case)
     samples, _ = prom_client(prom_url, case).fetch_metrics(ctx, AnalysisSettings().window(ctx))
     hit = next(s for s in samples if s.value == 79)
-    query = hit.locator.removeprefix("promql: ")
+    query = str(hit.locator).removeprefix("promql: ")
     data = httpx.post(f"{prom_url}/api/v1/query", data={"query": query}, timeout=10).json()
     assert data["status"] == "success"
     (series,) = data["data"]["result"]

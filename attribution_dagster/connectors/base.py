@@ -18,8 +18,8 @@ from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
     JobState,
+    LogBatch,
     MetricSample,
-    RawRecord,
     SourceCoverage,
     Window,
 )
@@ -73,26 +73,56 @@ class SchedulerClient(Protocol):
         ...
 
 
+class SourceLimits(BaseModel):
+    """The analysis's limits a source must honour, passed explicitly on every fetch.
+
+    `max_line_bytes`: a line longer than this (UTF-8) is cut, and counted in the coverage's
+    `overlong_lines`. A source with its own configured cap cuts at the smaller of the two
+    (either setting can only lower the cap). None: the source's own cap only.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    max_line_bytes: int | None = Field(default=None, ge=1)
+
+
 @runtime_checkable
 class LogSource(Protocol):
     """Prefiltered log lines for the job's nodes and window.
 
     `name` is what the coverage record calls the source (`loki:main`, `files:shared`).
-    Implementations push `anchors` down where the back-end can filter (LogQL `|~`), keep
-    every record's `locator` reopenable, and report what they could not read in the
-    returned coverage. They raise SourceError only when nothing could be read at all.
+    A source returns a LogBatch (models.py), stating everything the engine reads from it:
+
+    - `records`: the lines holding an anchor (plus the continuation lines an anchor asks
+      for), each with a typed, reopenable `locator`; anchors are pushed down where the
+      back-end can filter (LogQL `|~`);
+    - `tails`: where each file / stream / container log stops (its last timed line, or an
+      interval when only a bucket is known), `last_of_file` set: the engine's silence test;
+    - `progress`: the last line of each file holding a `last_only` anchor: the engine's
+      progress test;
+    - `coverage`: what it read and could not read (nodes, pods, errors, status, counts).
+
+    It honours `limits` (SourceLimits) and raises SourceError only when nothing could be
+    read at all. connectors/conformance.py checks all of this over the same recorded lines
+    for every connector: a new connector passes it or does not ship.
     """
 
     name: str
 
     def fetch_logs(
-        self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window
-    ) -> tuple[list[RawRecord], SourceCoverage]: ...
+        self,
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        limits: SourceLimits | None = None,
+    ) -> LogBatch: ...
 
 
 @runtime_checkable
 class MetricSource(Protocol):
-    """Metric samples for the job's nodes and window (same contract as LogSource)."""
+    """Metric samples for the job's nodes and window: (samples, coverage). Samples carry a
+    typed locator (the series and its time); a metric source has no tails or progress. It
+    raises SourceError only when nothing could be read at all."""
 
     name: str
 

@@ -41,13 +41,15 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from attribution_dagster.connectors.base import BackendConfig, SourceError
+from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits
 from attribution_dagster.connectors.promtext import PromFile, iter_samples, sample_nodes
 from attribution_dagster.connectors.scan import DEFAULT_BLOCK, FileScan, FileScanner, ScanSpec
 from attribution_dagster.connectors.timestamps import TimestampParser
 from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
+    FileLine,
+    LogBatch,
     MetricSample,
     RawRecord,
     SourceCoverage,
@@ -199,15 +201,17 @@ class _Reader:
         anchors: Sequence[Anchor],
         window: Window,
         cov: SourceCoverage,
-    ) -> tuple[list[RawRecord], SourceCoverage]:
-        """Scan the listed files into records and settle the coverage status."""
-        records, failed = self._read(jobs, ctx, anchors, window, cov)
+        root: str,
+    ) -> LogBatch:
+        """Scan the listed files into records and settle the coverage status. `root`: the
+        case or root directory the files were found under (part of each FileLine locator)."""
+        batch, failed = self._read(jobs, ctx, anchors, window, cov, root)
         cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
         read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = _status(  # type: ignore[assignment]
             read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
         )
-        return records, cov
+        return batch
 
     def _read(
         self,
@@ -216,12 +220,15 @@ class _Reader:
         anchors: Sequence[Anchor],
         window: Window,
         cov: SourceCoverage,
-    ) -> tuple[list[RawRecord], int]:
+        root: str,
+    ) -> tuple[LogBatch, int]:
         """Records of every job (cluster-level lines naming no job node dropped and counted)
         and the number of files that could not be read at all."""
         results = self._scan_all(self._spec(ctx, anchors, window), jobs)
         index = NodeIndex.of(ctx)
         records: list[RawRecord] = []
+        tails: list[RawRecord] = []
+        progress: list[RawRecord] = []
         failed = 0
         for job, res in zip(jobs, results, strict=True):
             cov.files += 1
@@ -235,14 +242,16 @@ class _Reader:
                 cov.errors.append(res.error)
                 failed += 1
             for lineno, t, quality, text in res.records:
-                if job.node == CLUSTER_NODE and not index.named_in(text.split("\n", 1)[0]):
+                # the whole record: a pretty-printed Event names its node lines after the
+                # `"eventTime"` line the record starts at (the API door sees it whole)
+                if job.node == CLUSTER_NODE and not index.named_in(text):
                     cov.context_lines += 1
                     continue
                 records.append(
                     RawRecord(
                         source="files",
                         node=job.node,
-                        locator=f"{job.display}:{lineno}",
+                        locator=FileLine(root=root, path=job.display, line=lineno),
                         time=t,
                         time_quality=quality,  # type: ignore[arg-type]
                         time_latest=res.latest.get(lineno),
@@ -254,11 +263,11 @@ class _Reader:
                 continue  # where a cluster-level file stops says nothing about a job node
             if res.progress is not None:  # where training stopped advancing (engine)
                 lineno, t, quality, text = res.progress
-                cov.file_progress.append(
+                progress.append(
                     RawRecord(
                         source="files",
                         node=job.node,
-                        locator=f"{job.display}:{lineno}",
+                        locator=FileLine(root=root, path=job.display, line=lineno),
                         time=t,
                         time_quality=quality,  # type: ignore[arg-type]
                         text=text,
@@ -267,11 +276,11 @@ class _Reader:
                 )
             if res.tail is not None:  # where the file stops: silence of a node (engine)
                 lineno, t, text = res.tail
-                cov.file_tails.append(
+                tails.append(
                     RawRecord(
                         source="files",
                         node=job.node,
-                        locator=f"{job.display}:{lineno}",
+                        locator=FileLine(root=root, path=job.display, line=lineno),
                         time=t,
                         text=text,
                         stream=job.path.name,
@@ -279,7 +288,7 @@ class _Reader:
                     )
                 )
         cov.records = len(records)
-        return records, failed
+        return LogBatch(records=records, tails=tails, progress=progress, coverage=cov), failed
 
     def _scan_all(self, spec: ScanSpec, jobs: list[FileJob]) -> list[FileScan]:
         sizes = []
@@ -325,7 +334,7 @@ class LocalFilesClient(_Reader):
         ctx: ExecutionContext,
         anchors: Sequence[Anchor],
         window: Window,
-    ) -> tuple[list[RawRecord], SourceCoverage]:
+    ) -> LogBatch:
         """`logs/<node>/**` of the job's nodes (any spelling NodeIndex resolves), and every
         other `logs/<dir>/**` as a cluster-level source (spec section 1)."""
         case_dir = Path(case_dir)
@@ -361,7 +370,7 @@ class LocalFilesClient(_Reader):
                 FileJob(CLUSTER_NODE, path, display)
                 for path, display in box.walk(logs / name, f"logs/{name}", cov.errors)
             )
-        return self._read_all(jobs, ctx, anchors, window, cov)
+        return self._read_all(jobs, ctx, anchors, window, cov, str(case_dir))
 
     # -- metrics ------------------------------------------------------------------------
     def fetch_metrics(
@@ -418,7 +427,7 @@ class LocalFilesClient(_Reader):
                             MetricSample(
                                 source="files",
                                 node=node,
-                                locator=f"{display}:{s.line}",
+                                locator=FileLine(root=str(case_dir), path=display, line=s.line),
                                 time=t,
                                 name=s.name,
                                 labels=s.labels,
@@ -564,8 +573,16 @@ class FilesSource(_Reader):
 
     # -- LogSource ------------------------------------------------------------------------
     def fetch_logs(
-        self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window
-    ) -> tuple[list[RawRecord], SourceCoverage]:
+        self,
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        limits: SourceLimits | None = None,
+    ) -> LogBatch:
+        if limits is not None and limits.max_line_bytes is not None:
+            capped = self.with_max_line_bytes(limits.max_line_bytes)
+            if capped is not self:
+                return capped.fetch_logs(ctx, anchors, window)
         if not self.root.is_dir():
             raise SourceError(f"files root {self.root} is not a readable directory")
         cov = SourceCoverage(source=self.name)
@@ -609,7 +626,7 @@ class FilesSource(_Reader):
             expected = [batch_host] if paths else []
         cov.nodes_read = [n for n in index.nodes if n in node_files]
         cov.nodes_missing = [n for n in expected if n not in cov.nodes_read]
-        return self._read_all(jobs, ctx, anchors, window, cov)
+        return self._read_all(jobs, ctx, anchors, window, cov, str(self.root))
 
     # -- templates --------------------------------------------------------------------------
     def _add_output(

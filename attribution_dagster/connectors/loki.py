@@ -34,8 +34,8 @@ What is sent (docs/loki.md has the whole story):
   metric queries over the window, bucketed by `step` (window / 250, at least 15 s),
   `sum by (<node label>, <stream labels>)` over every line and `sum by (<node label>)` over
   the progress anchors' lines; then per bucket holding nodes' last progress lines, one
-  backward query with `limit` = the count found there. They fill the coverage's
-  `file_tails` (an interval: the last bucket with lines) and `file_progress`, the fields
+  backward query with `limit` = the count found there. They fill the batch's
+  `tails` (an interval: the last bucket with lines) and `progress`, the fields
   the files connector fills, so the engine reads both sources the same way.
 - Every entry becomes a RawRecord with Loki's timestamp (quality `exact`: Loki always has
   one, the ingestion time when the shipper did not parse the line's own), the node
@@ -63,10 +63,12 @@ from urllib.parse import quote_plus
 import httpx
 from pydantic import Field, field_validator, model_validator
 
-from attribution_dagster.connectors.base import BackendConfig
+from attribution_dagster.connectors.base import BackendConfig, SourceLimits
 from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
+    LogBatch,
+    QueryAt,
     RawRecord,
     SourceCoverage,
     Window,
@@ -146,11 +148,11 @@ def stream_selector(labels: Mapping[str, str]) -> str:
     return "{" + body + "}"
 
 
-def locator(labels: Mapping[str, str], ts_ns: int) -> str:
+def locator(labels: Mapping[str, str], ts_ns: int) -> QueryAt:
     """`{<the stream's labels>} @ns:<timestamp>`: paste the selector into Grafana Explore
     and set the time range around the timestamp to see the line and its neighbours. The
     part before the last `:` is constant per stream (parsers group a stream's records by it)."""
-    return f"{stream_selector(labels)} @ns:{ts_ns}"
+    return QueryAt(language="logql", query=stream_selector(labels), at_ns=ts_ns)
 
 
 def to_ns(t: datetime) -> int:
@@ -451,6 +453,9 @@ class _Fetch:
     limit: int
     max_window: int
     records: list[RawRecord] = field(default_factory=list)
+    tails: list[RawRecord] = field(default_factory=list)  # LogBatch.tails
+    tail_selectors: list[str] = field(default_factory=list)  # each tail's stream selector
+    progress: list[RawRecord] = field(default_factory=list)  # LogBatch.progress
     seen: set[_Key] = field(default_factory=set)  # entries kept (records)
     edge: set[_Key] = field(default_factory=set)  # entries at the last page's last timestamp
     edge_ts: int = -1
@@ -497,8 +502,16 @@ class LokiClient:
         return other
 
     def fetch_logs(
-        self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window
-    ) -> tuple[list[RawRecord], SourceCoverage]:
+        self,
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        limits: SourceLimits | None = None,
+    ) -> LogBatch:
+        if limits is not None and limits.max_line_bytes is not None:
+            capped = self.with_max_line_bytes(limits.max_line_bytes)
+            if capped is not self:
+                return capped.fetch_logs(ctx, anchors, window)
         cfg = self.config
         cov = SourceCoverage(source=self.name)
         st = _Fetch(
@@ -533,7 +546,7 @@ class LokiClient:
             st.stopped = exc
             cov.errors.append(str(exc))
         self._finish(st, nodes, series_nodes)
-        return st.records, cov
+        return LogBatch(records=st.records, tails=st.tails, progress=st.progress, coverage=cov)
 
     # -- HTTP ---------------------------------------------------------------------------
     def _http(self) -> httpx.Client:
@@ -989,14 +1002,14 @@ class LokiClient:
 
         1. `sum by (<node label>, <stream labels>) (count_over_time({<nodes>}[<step>]))`: per
            stream of each node, the last bucket holding lines. It becomes that stream's
-           `last_of_file` record (coverage `file_tails`, like the files connector's last
+           `last_of_file` record (LogBatch `tails`, like the files connector's last
            timed line of a file), timed as the interval the bucket covers: `time` its start,
            `time_latest` its end, quality `inherited` (written somewhere in between).
         2. The same with the progress anchors as `|~` filter, by node: the last bucket with a
            progress line. Nodes whose last progress fell in the same bucket are read together
            with one backward query over that bucket (`limit` = the lines the count found), so
            the last progress lines come back whatever the other nodes logged later; they go to
-           `file_progress` like the files connector's last progress line of a file.
+           LogBatch `progress` like the files connector's last progress line of a file.
 
         A failed liveness query leaves the candidate lines as they are: its error makes the
         coverage partial."""
@@ -1009,11 +1022,12 @@ class LokiClient:
             if node is None:
                 continue
             st.streams_nodes.add(node)  # it has logs in the window, anchor lines or not
-            st.cov.file_tails.append(
+            st.tail_selectors.append(self._series_selector(labels))
+            st.tails.append(
                 RawRecord(
                     source="loki",
                     node=node,
-                    locator=f"{query} @ns:{t}",
+                    locator=QueryAt(language="logql", query=query, at_ns=t),
                     time=from_ns(t - step),
                     time_quality="inherited",
                     time_latest=from_ns(t),
@@ -1040,11 +1054,11 @@ class LokiClient:
         the evidence of a silence is the line the node wrote last. A healthy job, where all
         nodes log to the end, costs nothing here."""
         by_node: dict[str, int] = {}
-        for i, rec in enumerate(st.cov.file_tails):
+        for i, rec in enumerate(st.tails):
             j = by_node.get(rec.node)
-            if j is None or rec.time_latest > st.cov.file_tails[j].time_latest:  # type: ignore[operator]
+            if j is None or rec.time_latest > st.tails[j].time_latest:  # type: ignore[operator]
                 by_node[rec.node] = i
-        ends = {n: to_ns(st.cov.file_tails[i].time_latest) for n, i in by_node.items()}  # type: ignore[arg-type]
+        ends = {n: to_ns(st.tails[i].time_latest) for n, i in by_node.items()}  # type: ignore[arg-type]
         if len(ends) < 2:
             return
         early = []
@@ -1054,14 +1068,14 @@ class LokiClient:
                 early.append((t, node))
         for _, node in sorted(early)[: self.config.max_progress_queries]:
             i = by_node[node]
-            rec = st.cov.file_tails[i]
+            rec = st.tails[i]
             t = to_ns(rec.time_latest)  # type: ignore[arg-type]
-            selector = rec.locator.removeprefix("count_over_time(").rsplit(" [", 1)[0]
+            selector = st.tail_selectors[i]
             entries = self._backward(st, selector, t, step, 1, f"last line of {node}")
             if not entries:
                 continue
             labels, _, ts, line = max(entries, key=lambda e: e[2])
-            st.cov.file_tails[i] = rec.model_copy(
+            st.tails[i] = rec.model_copy(
                 update={
                     "locator": locator(labels, ts),
                     "time": from_ns(ts),
@@ -1088,11 +1102,15 @@ class LokiClient:
         inner = self.query_text(st, nodes, literals)
         return f"sum by ({', '.join(labels)}) (count_over_time({inner} [{step // _NS}s]))"
 
-    def _series_query(self, labels: Mapping[str, str], literals: Sequence[str], step: int) -> str:
-        """A reopenable query of one series: its exact labels and the configured matchers."""
+    def _series_selector(self, labels: Mapping[str, str]) -> str:
+        """One series' exact labels and the configured matchers, as a stream selector."""
         body = [f"{k}={logql_string(v)}" for k, v in sorted(labels.items())]
         body += self.config.matchers()
-        inner = "{" + ", ".join(body) + "}"
+        return "{" + ", ".join(body) + "}"
+
+    def _series_query(self, labels: Mapping[str, str], literals: Sequence[str], step: int) -> str:
+        """A reopenable query of one series: its exact labels and the configured matchers."""
+        inner = self._series_selector(labels)
         if literals:
             inner += " " + line_filter(literals)
         return f"count_over_time({inner} [{step // _NS}s])"
@@ -1218,7 +1236,7 @@ class LokiClient:
                 if node is None:
                     continue
                 first = self._clean(line.split("\n", 1)[0], st)
-                st.cov.file_progress.append(self._line_record(node, labels, ts, first))
+                st.progress.append(self._line_record(node, labels, ts, first))
         if skipped:
             n = sum(len(g) for _, g, _ in skipped)
             st.cov.errors.append(

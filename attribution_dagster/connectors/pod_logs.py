@@ -23,7 +23,7 @@ Every record keeps a locator a person can reopen: `pod <ns>/<pod> container <c> 
 
 Where each container log stops and its last training-progress line (the engine's silence and
 progress tests, rules/liveness.py) are remembered on the way, one line each, and land in the
-coverage's `file_tails` / `file_progress` as the files connector puts a file's: one entry per
+batch's `tails` / `progress` as the files connector puts a file's: one entry per
 container log (pod, container, current or previous), `stream` the container name (pods of
 one job differ by name, their containers do not: like is compared with like), times exact
 (kubelet's). A log cut at `max_bytes_per_pod` or broken midway did not stop there: it gets
@@ -49,16 +49,18 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from attribution_dagster.connectors.base import BackendConfig, SourceError, utc_now
+from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits, utc_now
 from attribution_dagster.connectors.kube_events import event_time, render_event
 from attribution_dagster.models import (
     Anchor,
     ExecutionContext,
+    KubeObject,
+    LogBatch,
     RawRecord,
     SourceCoverage,
     Window,
 )
-from attribution_dagster.nodes import NodeIndex
+from attribution_dagster.nodes import CLUSTER_NODE, NodeIndex
 
 MiB = 1024 * 1024
 _KUBELET_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
@@ -175,6 +177,8 @@ class _Run:
     index: NodeIndex
     cov: SourceCoverage
     records: list[RawRecord] = field(default_factory=list)
+    tails: list[RawRecord] = field(default_factory=list)  # LogBatch.tails
+    progress: list[RawRecord] = field(default_factory=list)  # LogBatch.progress
     ok_queries: int = 0
     transient: bool = False
     auth_failed: bool = False
@@ -261,8 +265,16 @@ class PodLogsClient:
 
     # -- LogSource ------------------------------------------------------------------------
     def fetch_logs(
-        self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window
-    ) -> tuple[list[RawRecord], SourceCoverage]:
+        self,
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        limits: SourceLimits | None = None,
+    ) -> LogBatch:
+        if limits is not None and limits.max_line_bytes is not None:
+            capped = self.with_max_line_bytes(limits.max_line_bytes)
+            if capped is not self:
+                return capped.fetch_logs(ctx, anchors, window)
         self.api  # noqa: B018 - a configuration that cannot load raises SourceError here
         run = _Run(ctx, window, NodeIndex.of(ctx), SourceCoverage(source=self.name))
         matcher = _Matcher(anchors)
@@ -273,7 +285,8 @@ class PodLogsClient:
             self._read_pod(run, pod, matcher)
         if self.config.events and not run.auth_failed:
             self._read_events(run, pods, matcher)
-        return run.records, self._finish(run, pods)
+        cov = self._finish(run, pods)
+        return LogBatch(records=run.records, tails=run.tails, progress=run.progress, coverage=cov)
 
     # -- pods -----------------------------------------------------------------------------
     def _pods(self, run: _Run) -> list[_Pod]:
@@ -392,9 +405,9 @@ class PodLogsClient:
             if current_whole:  # where each of the container's logs stops (engine: liveness)
                 for e in ends:
                     if e.tail is not None:
-                        run.cov.file_tails.append(e.tail)
+                        run.tails.append(e.tail)
                     if e.progress is not None:
-                        run.cov.file_progress.append(e.progress)
+                        run.progress.append(e.progress)
         if read_any:
             run.cov.pods_read.append(pod.ref)
         elif pod.ref not in run.cov.pods_missing:
@@ -453,7 +466,12 @@ class PodLogsClient:
         """(bytes read, stopped early because a line was past the window end, where the log
         stops: its last timed line and last progress line; None when the stream broke)."""
         cov, window = run.cov, run.window
-        tag = f"pod {pod.ref} container {container}" + (" previous" if previous else "")
+        def where(field: str) -> KubeObject:  # this container log's line at `field`
+            return KubeObject(
+                kind="pod_log", namespace=pod.namespace, name=pod.name, container=container,
+                previous=previous, field=field,
+            )  # fmt: skip
+
         recs: list[dict[str, Any]] = []  # RawRecord fields; continuation lines still come
         pending: list[list[Any]] = []  # [record fields, lines still wanted]
         got, stopped, lineno = 0, False, 0
@@ -500,7 +518,7 @@ class PodLogsClient:
                 rec = {
                     "source": self.name,
                     "node": pod.node,
-                    "locator": f"{tag} @ {stamp or f'line {lineno}'}",
+                    "locator": where(stamp or f"line {lineno}"),
                     "time": when,
                     "time_quality": "exact" if when is not None else "unknown",
                     "text": text,
@@ -524,13 +542,13 @@ class PodLogsClient:
         if tail is not None:
             stamp, when, text = tail
             end.tail = RawRecord(
-                source=self.name, node=pod.node, locator=f"{tag} @ {stamp}", time=when,
+                source=self.name, node=pod.node, locator=where(stamp), time=when,
                 text=text, stream=container, last_of_file=True,
             )  # fmt: skip
         if prog is not None:
             stamp, when, text, at = prog
             end.progress = RawRecord(
-                source=self.name, node=pod.node, locator=f"{tag} @ {stamp or f'line {at}'}",
+                source=self.name, node=pod.node, locator=where(stamp or f"line {at}"),
                 time=when, time_quality="exact" if when is not None else "unknown",
                 text=text, stream=container,
             )  # fmt: skip
@@ -553,7 +571,6 @@ class PodLogsClient:
                 ),
                 matcher,
                 seen,
-                default_node=pod.node,
             )
         k8s_nodes = list(dict.fromkeys([p.k8s_node for p in pods if p.k8s_node] + run.ctx.nodes))
         for name in k8s_nodes:
@@ -570,12 +587,11 @@ class PodLogsClient:
                 ),
                 matcher,
                 seen,
-                default_node=run.index.resolve(name) or name,
             )
 
     def _list_events(
         self, run: _Run, what: str, call: Callable[[str | None], Any], matcher: _Matcher,
-        seen: set[str], default_node: str,
+        seen: set[str],
     ) -> None:
         cont: str | None = None
         while not run.auth_failed:
@@ -584,17 +600,19 @@ class PodLogsClient:
                 return
             for ev in data.get("items") or []:
                 if isinstance(ev, dict):
-                    self._keep_event(run, ev, matcher, seen, default_node)
+                    self._keep_event(run, ev, matcher, seen)
             cont = (data.get("metadata") or {}).get("continue") or None
             if not cont:
                 return
 
     def _keep_event(
-        self, run: _Run, ev: dict[str, Any], matcher: _Matcher, seen: set[str],
-        default_node: str,
+        self, run: _Run, ev: dict[str, Any], matcher: _Matcher, seen: set[str]
     ) -> None:
         meta = ev.get("metadata") or {}
-        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        ref = KubeObject(
+            kind="event", namespace=str(meta.get("namespace", "")), name=str(meta.get("name", ""))
+        )
+        key = f"{ref.namespace}/{ref.name}"
         if key in seen:
             return
         seen.add(key)
@@ -607,15 +625,17 @@ class PodLogsClient:
         line = render_event(ev)
         if not matcher.hit(line):
             return
-        obj = ev.get("involvedObject") or {}
-        node = default_node
-        if obj.get("kind") == "Node":
-            node = run.index.resolve(obj.get("name")) or obj.get("name") or default_node
+        # An Event is the control plane writing about a node or pod, not a line the node
+        # wrote: it is a cluster-level record, exactly as when a case holds the same Events
+        # in a cluster-level file (logs/<dir>/events.txt). The parser catalog then names the
+        # node from the Event (Node object, reporting kubelet, pod) and tags every observation
+        # of the line as logged elsewhere, so liveness does not count it as the node writing,
+        # whichever door the Event came through.
         run.records.append(
             RawRecord(
                 source=self.name,
-                node=node,
-                locator=f"event {key}",
+                node=CLUSTER_NODE,
+                locator=ref,
                 time=first,
                 time_quality="exact" if first is not None else "unknown",
                 text=line,

@@ -58,6 +58,7 @@ from attribution_dagster.connectors.promtext import NODE_LABELS
 from attribution_dagster.models import (
     ExecutionContext,
     MetricSample,
+    QueryAt,
     SourceCoverage,
     Window,
     short_host,
@@ -593,7 +594,11 @@ class PrometheusClient:
                     out.append(MetricSample(
                         source="prometheus",
                         node=node,
-                        locator=f"promql: {series_selector(name, labels)} @ {format_ts(ts)}",
+                        locator=QueryAt(
+                            language="promql",
+                            query=series_selector(name, labels),
+                            at_ns=round(ts * 1000) * 1_000_000,  # Prometheus: ms resolution
+                        ),
                         time=datetime.fromtimestamp(ts, tz=timezone.utc),
                         name=name,
                         labels=labels,

@@ -41,6 +41,7 @@ from attribution_dagster.models import (
     ChainLink,
     Evidence,
     ExecutionContext,
+    FileLine,
     JobState,
     Observation,
     SourceCoverage,
@@ -661,7 +662,7 @@ class RuleEngine:
             attrs={"state": ctx.state.value, "exit_code": ctx.exit_code},
             excerpt=f"job {ctx.job_id} ended {ctx.state.value} at {ctx.end.isoformat()}",
             source="context",
-            locator="context.json:state",
+            locator=FileLine(path="context.json", field="state"),
             parser="engine.job_state",
         )
 
@@ -1287,7 +1288,8 @@ def _evidence(o: Observation, it: Item | None = None) -> Evidence:
     latest = it.hi if it is not None and not it.exact and it.hi < _FAR_FUTURE else None
     return Evidence(
         source=o.source,
-        locator=o.locator,
+        locator=o.locator.render(),  # the contract string; `ref` keeps it typed
+        ref=o.locator,
         time=o.time,
         node=o.node,
         excerpt=o.excerpt,

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from attribution_dagster.models import ExecutionContext, Observation
+from attribution_dagster.models import ExecutionContext, Locator, Observation
 from attribution_dagster.nodes import NodeIndex
 
 
@@ -145,12 +145,11 @@ def _fold(name: str) -> str:
     return _DIGITS.sub("#", _GENERATED.sub("-*", name))
 
 
-def stream_key(locator: str) -> str:
+def stream_key(locator: Locator) -> str:
     """Which kind of log a locator points into, comparable across nodes: the file name with
     digits folded (`workers-0-3_pytorch.log`, `slurm-4812.out`, `app.log`, a pod's
     `job-worker-1-0-x9c4w.log`)."""
-    path = locator.rsplit(":", 1)[0]
-    return _fold(path.rsplit("/", 1)[-1])
+    return _fold(locator.stream.rsplit("/", 1)[-1])
 
 
 def _key(o: Observation) -> str:

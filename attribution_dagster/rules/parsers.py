@@ -93,6 +93,7 @@ from attribution_dagster.models import (
     OBSERVATION_KINDS,
     Anchor,
     ExecutionContext,
+    FileLine,
     MetricSample,
     Observation,
     RawEvidence,
@@ -400,7 +401,7 @@ def _relabel_srun_tasks(
         m[task] = node if m.get(task, node) == node else None
 
     for rec, obs in per_record:
-        path = rec.locator.rsplit(":", 1)[0]
+        path = rec.locator.stream
         label = _SRUN_LABEL.match(rec.text)
         for o in obs:
             if o.node not in ctx.nodes:
@@ -416,7 +417,7 @@ def _relabel_srun_tasks(
     out: list[tuple[RawRecord, list[Observation]]] = []
     for rec, obs in per_record:
         label = _SRUN_LABEL.match(rec.text)
-        table = hosts.get(rec.locator.rsplit(":", 1)[0])
+        table = hosts.get(rec.locator.stream)
         host = table.get(int(label.group(1))) if label and table else None
         if host is None or host == rec.node:
             out.append((rec, obs))
@@ -440,11 +441,6 @@ def _relabel_srun_tasks(
 _ECHO_LINES = 40  # an echo follows (or precedes) the host-named line closely
 
 
-def _line_no(locator: str) -> int | None:
-    tail = locator.rsplit(":", 1)[-1]
-    return int(tail) if tail.isdigit() else None
-
-
 def _follow_echoes(
     per_record: list[tuple[RawRecord, list[Observation]]], ctx: ExecutionContext | None
 ) -> list[tuple[RawRecord, list[Observation]]]:
@@ -458,7 +454,7 @@ def _follow_echoes(
         return per_record
     named: dict[tuple[str, str, Any], list[tuple[int, str]]] = {}
     for rec, obs in per_record:
-        path, line = rec.locator.rsplit(":", 1)[0], _line_no(rec.locator)
+        path, line = rec.locator.stream, rec.locator.position
         for o in obs:
             if (
                 line is not None
@@ -472,7 +468,7 @@ def _follow_echoes(
         return per_record
     out: list[tuple[RawRecord, list[Observation]]] = []
     for rec, obs in per_record:
-        path, line = rec.locator.rsplit(":", 1)[0], _line_no(rec.locator)
+        path, line = rec.locator.stream, rec.locator.position
         moved = []
         for o in obs:
             near = named.get((path, o.parser, o.time)) if line is not None else None
@@ -483,6 +479,10 @@ def _follow_echoes(
             moved.append(o)
         out.append((rec, moved))
     return out
+
+
+# what marks an observation as an Event's, and times it
+_EVENT_TAG = ("event_reason", "event_type", "object", "first_seen")
 
 
 def _tail_observation(rec: RawRecord) -> Observation:
@@ -508,9 +508,9 @@ def _trim(text: str) -> str:
 
 def _sort_key(o: Observation) -> tuple[int, float, str, str]:
     if o.time is None:
-        return (1, 0.0, o.node, o.locator)
+        return (1, 0.0, o.node, o.locator.render())
     t = o.time if o.time.tzinfo else o.time.replace(tzinfo=timezone.utc)
-    return (0, t.timestamp(), o.node, o.locator)
+    return (0, t.timestamp(), o.node, o.locator.render())
 
 
 class ParserCatalog:
@@ -557,6 +557,31 @@ class ParserCatalog:
         """Matches of one line (first line of a record) in catalog order: (parser, draft)."""
         return self._match(line, line)
 
+    def _event_row_matches(
+        self, text: str, found: list[tuple[Parser, dict[str, Any]]]
+    ) -> list[tuple[Parser, dict[str, Any]]]:
+        """A pretty-printed Event (`kubectl get events -o json`) starts its record at its
+        `"eventTime"` line; its message is lines later, where no one-line parser looks. The
+        API door renders the same Event as one row, whose message the other parsers do read
+        (an OOMKilling quoting the kernel's `Memory cgroup out of memory` is a cgroup_oom
+        too). So the row is matched here as well: both doors give the same observations."""
+        from attribution_dagster.connectors.kube_events import render, view_of_json_text
+
+        view = view_of_json_text(text)
+        if view is None:
+            return []
+        row = render(view)
+        kinds = {p.spec.kind for p, _ in found}
+        extra = []
+        for p, draft in self._match(row, row):
+            if p.spec.kind in kinds or p.spec.id.startswith("k8s_event"):
+                continue
+            draft["excerpt"] = draft.get("excerpt") or row
+            if not draft.get("node_host") and view.node_name():  # the row names the node
+                draft["node_host"] = view.node_name()
+            extra.append((p, draft))
+        return extra
+
     def _match(self, line: str, text: str) -> list[tuple[Parser, dict[str, Any]]]:
         cand: set[int] = set()
         found = self._hs.present(line) if self._hs is not None else None
@@ -597,13 +622,23 @@ class ParserCatalog:
             text = "\n".join(part[:MATCH_MAX] for part in text.split("\n"))
         try:
             matches = self._match(line, text)
+            if "\n" in text and any("event_reason" in d["attrs"] for _, d in matches):
+                matches += self._event_row_matches(text, matches)
         except Exception:  # regex engine edge cases must not stop an analysis
             return []
         out: list[Observation] = []
         origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
         cluster = rec.node == CLUSTER_NODE
+        # A Kubernetes Event's line may also match a parser of the message it quotes (an
+        # OOMKilling's `Memory cgroup out of memory: Killed process ...` is a cgroup_oom too).
+        # Every observation of the line carries the Event's tag: it is the control plane
+        # writing about the node, not the node writing (liveness), whichever door and file
+        # layout it came through (API, a node's events file, a cluster-level one).
+        event = next((d["attrs"] for _, d in matches if "event_reason" in d["attrs"]), None)
         for p, draft in matches:
             attrs = draft["attrs"]
+            if event is not None and "event_reason" not in attrs:
+                attrs = {**{k: event[k] for k in _EVENT_TAG if k in event}, **attrs}
             node = rec.node
             hosts: list[str] = []
             if ctx is not None and draft.get("node_host"):
@@ -628,8 +663,10 @@ class ParserCatalog:
                 continue  # a cluster-level line about no node of this job: context only
             when, quality = rec.time, rec.time_quality
             latest = rec.time_latest if quality != "exact" else None
-            if p.spec.time_from and quality != "exact":
-                own = _inline_time(attrs.get(p.spec.time_from), ctx)
+            # an Event's every observation is timed like the Event (its first occurrence)
+            time_from = p.spec.time_from or ("first_seen" if "event_reason" in attrs else None)
+            if time_from and quality != "exact":
+                own = _inline_time(attrs.get(time_from), ctx)
                 if own is not None:
                     when, quality, latest = own, "exact", None
             for host in hosts or [node]:
@@ -667,15 +704,14 @@ class ParserCatalog:
         out: list[Observation] = []
         per_record: list[tuple[RawRecord, list[Observation]]] = []
         # where each file stops (liveness, not a parsed event): the engine's silence test
-        tails = [_tail_observation(r) for c in raw.coverage for r in c.file_tails]
-        for c in raw.coverage:  # each file's last progress line
-            for r in c.file_progress:
-                tails.extend(o for o in self.parse_record(r, ctx) if o.kind == "progress")
+        tails = [_tail_observation(r) for r in raw.tails]
+        for r in raw.progress:  # each file's last progress line
+            tails.extend(o for o in self.parse_record(r, ctx) if o.kind == "progress")
         for rec in raw.records:
             if rec.last_of_file:
                 tails.append(_tail_observation(rec))
                 continue
-            key = (rec.source, rec.locator, rec.text)
+            key = (rec.source, rec.locator.render(), rec.text)
             if key in seen:
                 continue
             seen.add(key)
@@ -737,7 +773,7 @@ class ParserCatalog:
             MetricSample(
                 source="example",
                 node="node-a",
-                locator=f"example.prom:{i + 1}",
+                locator=FileLine(path="example.prom", line=i + 1),
                 time=t0 + timedelta(seconds=i),
                 name=spec.names[0],
                 labels=ex.labels,
@@ -750,7 +786,7 @@ class ParserCatalog:
                 MetricSample(
                     source="example",
                     node="node-a",
-                    locator=f"example.prom:{len(ex.values) + i + 1}",
+                    locator=FileLine(path="example.prom", line=len(ex.values) + i + 1),
                     time=t0 + timedelta(seconds=i),
                     name=spec.ratio_of,
                     labels=ex.labels,
@@ -768,7 +804,7 @@ class ParserCatalog:
         rec = RawRecord(
             source="example",
             node=ex.node,
-            locator="example:1",
+            locator=FileLine(path="example", line=1),
             time=datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc),
             text=text,
         )
