@@ -252,14 +252,12 @@ class SourceCoverage(BaseModel):
     )
     file_progress: list[RawRecord] = Field(
         default_factory=list,
-        exclude=True,
         description="the last line of each file holding a `last_only` anchor (training "
         "progress; Loki: each node's last ones): where the job stopped advancing; not "
         "serialized",
     )
     file_tails: list[RawRecord] = Field(
         default_factory=list,
-        exclude=True,
         description="the last timed line of each file read (last_of_file records; Loki: the "
         "last bucket with lines of each stream, an interval; pod logs: each container log's "
         "last line, not for a log cut at max_bytes_per_pod): where each source stopped "
