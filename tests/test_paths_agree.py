@@ -10,26 +10,33 @@ The Dagster paths load `attribution_dagster.definitions:defs` as workspace.yaml 
 module, configured by an ATTRIBUTION_CONFIG file the harness writes) and run on one real
 SQLite instance in a temporary DAGSTER_HOME.
 
-Which cases run on which path (CI budget, 2 cores):
+Which cases run on which path (CI budget, 2 cores; measured ~0.8 s per Dagster run):
 
 - every case: `run --direct`; `run` through the per-job assets in process (a few batched
   runs); the per-job assets out of process (`dagster job execute` on the code location,
-  100 partitions per run, as the backfill policy batches them); the sensor path (one tick
-  of `case_directory_sensor`, then each of its run requests as its own single-partition
-  run: about 0.1 s a job); `backfill --direct`; `export` then `analyze`.
-- the window-partition assets and `backfill` through Dagster cost one Dagster run per
-  cluster and window (0.5-1 s each) and the cases span 63 clusters: they run every case of
-  the clusters in `WINDOW_CLUSTERS` (the held-out set's own cluster and the sample clusters
-  with several cases over several days), one run per cluster and span of days.
+  100 partitions per run, as the backfill policy batches them); the window-partition
+  assets (one run per cluster and span of days, about 70 runs); `backfill --direct`;
+  `export` then `analyze`.
+- the sensor path (one tick of `case_directory_sensor`, then each run request it made for
+  the chosen cases as its own single-partition run, as the daemon launches them): every
+  sample and every `SENSOR_EVERY`-th held-out case. All cases agree too (checked by
+  `python tests/paths_harness.py sensor`), but a run per case costs about 2 minutes.
+- `backfill` through Dagster (one run per cluster and day): every case of the clusters in
+  `BACKFILL_CLUSTERS`: the held-out set's own cluster (83 cases on one day), Kueue jobs
+  whose ids hold a slash, and clusters with cases on several days. A window after today is
+  not a partition of the window assets yet, so this path cannot attribute a job dated in
+  the future (two held-out cases end on 2027-01-01); `backfill --direct` can.
 """
 
 from __future__ import annotations
 
-import pytest
+from datetime import datetime, timezone
 
 import paths_harness as h
+import pytest
 
-WINDOW_CLUSTERS = ("heldout", "h100-iad2", "h100-sc2", "a100-lab")
+SENSOR_EVERY = 5
+BACKFILL_CLUSTERS = ("heldout", "gke-a3-mega-usc1", "cn-g", "a100-lab", "ws")
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +60,15 @@ def test_every_case_is_compared(env):
 
 
 def _cases(env, path: str) -> list[h.Case]:
-    if path in ("window", "backfill_dagster"):
-        chosen = [c for c in env.cases if c.cluster in WINDOW_CLUSTERS]
+    if path == "sensor":
+        heldout = [c for c in env.cases if not c.name.startswith("samples/")]
+        chosen = [c for c in env.cases if c.name.startswith("samples/")] + heldout[::SENSOR_EVERY]
+        assert len(chosen) >= 50
+        return chosen
+    if path == "backfill_dagster":
+        chosen = [c for c in env.cases if c.cluster in BACKFILL_CLUSTERS]
         assert len(chosen) >= 90
+        assert all(c.ctx.end < datetime.now(timezone.utc) for c in chosen)
         return chosen
     return env.cases
 
