@@ -276,13 +276,19 @@ class _DagsterRunner:
 
         cluster = self.cluster
         pk = MultiPartitionKey({CLUSTER_DIM: cluster, WINDOW_DIM: key})
+        from dagster._core.errors import DagsterUnknownPartitionError
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = materialize(
-                self.assets, instance=self.instance, partition_key=pk,
-                resources=self.resources, raise_on_error=False, run_config=QUIET_RUN_CONFIG,
-                tags={"attribution/backfill": cluster},
-            )
+            try:
+                result = materialize(
+                    self.assets, instance=self.instance, partition_key=pk,
+                    resources=self.resources, raise_on_error=False,
+                    run_config=QUIET_RUN_CONFIG, tags={"attribution/backfill": cluster},
+                )
+            except DagsterUnknownPartitionError:
+                return (f"window {key} is not a partition of the window assets (it has not "
+                        "begun yet, or precedes fleet.start); --direct attributes it anyway")
         if result.success:
             return None
         for event in result.all_events:
