@@ -97,7 +97,8 @@ def discover(roots: Iterable[Path] = (SAMPLES, HELDOUT)) -> list[Case]:
         if not root.is_dir():
             continue
         for d in client.list_cases(root):
-            cases.append(Case(d.relative_to(REPO).as_posix(), d, client.load(d)))
+            name = d.relative_to(REPO).as_posix() if d.is_relative_to(REPO) else d.name
+            cases.append(Case(name, d, client.load(d)))
     keys: dict[str, str] = {}
     for c in cases:
         if c.key in keys:
@@ -198,6 +199,8 @@ class Env:
 
     tmp: Path
     cases: list[Case]
+    # more configuration per cluster (e.g. a `logs` back-end), merged into attribution.yaml
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     clusters_dir: Path = field(init=False)
     config_path: Path = field(init=False)
     dagster_home: Path = field(init=False)
@@ -234,7 +237,7 @@ class Env:
             },
             "clusters": {
                 name: {"scheduler": {"kind": "static", "path": str(self.clusters_dir / name)},
-                       "sensor": False}
+                       "sensor": False, **self.extra.get(name, {})}
                 for name in sorted({c.cluster for c in self.cases})
             },
         }
@@ -295,30 +298,44 @@ def _wanted(env: Env, cases: list[Case], got: dict[str, dict[str, Any]]) -> dict
 
 def path_analyze(env: Env, cases: list[Case]) -> dict[str, dict[str, Any]]:
     out = {}
-    for c in cases:
-        code, stdout, stderr = _cli("analyze", str(c.path), "--json")
-        assert code == 0, f"analyze {c.name}: exit {code}: {stderr[-500:]}"
-        out[c.name] = comparable(json.loads(stdout))
+    with env.environ():  # the same configuration as every other path
+        for c in cases:
+            code, stdout, stderr = _cli("analyze", str(c.path), "--json")
+            assert code == 0, f"analyze {c.name}: exit {code}: {stderr[-500:]}"
+            out[c.name] = comparable(json.loads(stdout))
     return out
 
 
 def _roots(cases: list[Case]) -> list[Path]:
-    return sorted({SAMPLES if c.name.startswith("samples/") else HELDOUT for c in cases})
+    """The directories `run` is pointed at: samples/, tests/heldout/, or the cases' own
+    parents (cases a test wrote elsewhere)."""
+    roots = set()
+    for c in cases:
+        if c.path.is_relative_to(SAMPLES):
+            roots.add(SAMPLES)
+        elif c.path.is_relative_to(HELDOUT):
+            roots.add(HELDOUT)
+        else:
+            roots.add(c.path.parent)
+    return sorted(roots)
 
 
 def path_run_direct(env: Env, cases: list[Case]) -> dict[str, Any]:
     url = env.db("run_direct")
-    for root in _roots(cases):
-        code, _, stderr = _cli("run", str(root), "--direct", "--db", url)
-        assert code == 0, f"run --direct {root}: exit {code}: {stderr[-500:]}"
+    with env.environ():
+        for root in _roots(cases):
+            code, _, stderr = _cli("run", str(root), "--direct", "--db", url)
+            assert code == 0, f"run --direct {root}: exit {code}: {stderr[-500:]}"
     return _wanted(env, cases, env.results(url))
 
 
 def path_run_dagster(env: Env, cases: list[Case]) -> dict[str, Any]:
     url = env.db("run_dagster")
-    for root in _roots(cases):
-        code, _, stderr = _cli("run", str(root), "--db", url, "--instance", str(env.dagster_home))
-        assert code == 0, f"run {root}: exit {code}: {stderr[-500:]}"
+    with env.environ():
+        for root in _roots(cases):
+            code, _, stderr = _cli("run", str(root), "--db", url,
+                                   "--instance", str(env.dagster_home))
+            assert code == 0, f"run {root}: exit {code}: {stderr[-500:]}"
     return _wanted(env, cases, env.results(url))
 
 

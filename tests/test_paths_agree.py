@@ -30,6 +30,7 @@ Which cases run on which path (CI budget, 2 cores; measured ~0.8 s per Dagster r
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timezone
 
 import paths_harness as h
@@ -95,3 +96,29 @@ def test_a_difference_is_reported_with_case_and_field(env, reference):
     assert "confidence: " in text and "-1.0" in text and name in text
     assert ("symptom_chain[0].evidence.locator" in text) == bool(chain)
     assert "no result from this path" in text
+
+
+def test_a_case_with_one_kind_of_evidence_takes_the_other_from_its_cluster(tmp_path):
+    """A case holding its metrics but not its logs, on a cluster whose logs live on a
+    `files` back-end: every path reads the case's metrics AND the back-end's logs (the
+    Dagster assets always did; `analyze` and `run --direct` used to ignore the back-end)."""
+    src = h.SAMPLES / "metrics-only-cause"
+    case = tmp_path / "cases" / "metrics-here-logs-there"
+    case.mkdir(parents=True)
+    shutil.copy(src / "context.json", case / "context.json")
+    shutil.copytree(src / "metrics", case / "metrics")
+    shutil.copytree(src / "logs", tmp_path / "logroot")
+    cases = h.discover([tmp_path / "cases"])
+    env = h.Env(tmp_path / "env", cases, extra={cases[0].cluster: {"logs": [
+        {"kind": "files", "root": str(tmp_path / "logroot"), "paths": ["{node}/*"]}]}})
+    reference = h.path_analyze(env, cases)
+    result = reference[cases[0].name]
+    assert "files:metrics" in {c["source"] for c in result["coverage"]}
+    # the back-end's log lines are in the chain, besides the case's metric samples
+    locators = [link["evidence"]["locator"] for link in result["symptom_chain"]]
+    assert any("/logroot/node-" in loc for loc in locators), locators
+    assert any(loc.startswith("metrics/") for loc in locators), locators
+    assert reference[cases[0].name]["category"] == "gpu.lost"
+    for path in ("run_direct", "run_dagster", "window", "backfill_direct"):
+        differences = h.compare(reference, h.RUNNERS[path](env, cases))
+        assert not differences, h.report(path, differences, 1)
