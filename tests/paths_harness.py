@@ -62,6 +62,7 @@ PATHS = (
     "run_dagster",
     "run_oop",
     "sensor",
+    "scheduler_sensor",
     "window",
     "backfill_direct",
     "backfill_dagster",
@@ -237,7 +238,7 @@ class Env:
             },
             "clusters": {
                 name: {"scheduler": {"kind": "static", "path": str(self.clusters_dir / name)},
-                       "sensor": False, **self.extra.get(name, {})}
+                       "sensor": True, **self.extra.get(name, {})}
                 for name in sorted({c.cluster for c in self.cases})
             },
         }
@@ -449,6 +450,50 @@ def path_sensor(env: Env, cases: list[Case]) -> dict[str, Any]:
     return _wanted(env, cases, env.results(url))
 
 
+def path_scheduler_sensor(env: Env, cases: list[Case]) -> dict[str, Any]:
+    """One tick of each cluster's `<cluster>_finished_jobs_sensor` of the loaded code location
+    (the static scheduler lists the cluster's cases); each run request it made for `cases`
+    runs alone, with the context the sensor indexed."""
+    from dagster import build_sensor_context
+
+    from attribution_dagster.assets.per_job import JOBS_PARTITIONS
+    from attribution_dagster.local_run import QUIET_RUN_CONFIG
+    from attribution_dagster.sensors.scheduler import SchedulerCursor, sensor_name
+
+    url = env.db("defs")
+    _clear_results(url)
+    wanted = {c.key for c in cases}
+    with loaded_defs(env) as defs:
+        inst = _instance(env)
+        try:
+            for key in inst.get_existing_dynamic_partitions(JOBS_PARTITIONS.name, sorted(wanted)):
+                inst.delete_dynamic_partition(JOBS_PARTITIONS.name, key)
+            job = defs.resolve_job_def("attribute_job")
+            requests = []
+            for cluster in sorted({c.cluster for c in cases}):
+                first = min(c.ctx.end for c in cases if c.cluster == cluster)
+                cursor = SchedulerCursor(watermark=first).dump()
+                sensor = defs.get_sensor_def(sensor_name(cluster))
+                with build_sensor_context(
+                    instance=inst, resources=defs.resources, cursor=cursor
+                ) as ctx:
+                    result = sensor(ctx)
+                for req in result.dynamic_partitions_requests:
+                    inst.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+                requests += [r for r in result.run_requests if r.partition_key in wanted]
+            assert len(requests) == len(cases), (
+                f"the sensors requested {len(requests)} of the {len(cases)} cases' runs"
+            )
+            for r in requests:
+                job.execute_in_process(
+                    instance=inst, partition_key=r.partition_key, tags=r.tags,
+                    run_config=QUIET_RUN_CONFIG, raise_on_error=False,
+                )
+        finally:
+            inst.dispose()
+    return _wanted(env, cases, env.results(url))
+
+
 def _cluster_days(cases: list[Case]) -> dict[str, list[date]]:
     days: dict[str, set[date]] = defaultdict(set)
     for c in cases:
@@ -546,6 +591,7 @@ RUNNERS = {
     "run_dagster": path_run_dagster,
     "run_oop": path_run_oop,
     "sensor": path_sensor,
+    "scheduler_sensor": path_scheduler_sensor,
     "window": path_window,
     "backfill_direct": path_backfill_direct,
     "backfill_dagster": path_backfill_dagster,

@@ -24,6 +24,9 @@ Which cases run on which path (CI budget, 2 cores; measured ~0.8 s per Dagster r
   the chosen cases as its own single-partition run, as the daemon launches them): every
   sample and every `SENSOR_EVERY`-th held-out case. All cases agree too (checked by
   `python tests/paths_harness.py sensor`), but a run per case costs about 2 minutes.
+- a run started by a cluster's `<cluster>_finished_jobs_sensor` (the static scheduler's
+  contexts, indexed by the sensor): the cases of `SCHEDULER_SENSOR_CLUSTERS` (Kueue jobs
+  whose ids hold a slash, and Slurm jobs over several days), one run each.
 - `backfill` through Dagster (one run per cluster and day): every case of the clusters in
   `BACKFILL_CLUSTERS`: the held-out set's own cluster (83 cases on one day), Kueue jobs
   whose ids hold a slash, and clusters with cases on several days (none in the future).
@@ -38,6 +41,7 @@ import paths_harness as h
 import pytest
 
 SENSOR_EVERY = 5
+SCHEDULER_SENSOR_CLUSTERS = ("gke-a3-mega-usc1", "cn-g", "a100-lab")
 BACKFILL_CLUSTERS = ("heldout", "gke-a3-mega-usc1", "cn-g", "a100-lab", "ws")
 
 
@@ -68,6 +72,10 @@ def _cases(env, path: str) -> list[h.Case]:
         assert len(chosen) >= 50
         return chosen
     past = [c for c in env.cases if c.ctx.end < datetime.now(timezone.utc)]
+    if path == "scheduler_sensor":
+        chosen = [c for c in env.cases if c.cluster in SCHEDULER_SENSOR_CLUSTERS]
+        assert len(chosen) >= 5
+        return chosen
     if path == "backfill_dagster":
         chosen = [c for c in past if c.cluster in BACKFILL_CLUSTERS]
         assert len(chosen) >= 90
