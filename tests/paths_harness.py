@@ -10,6 +10,8 @@ The paths (issue 15, item 1):
                     loads, over partition ranges (the backfill policy's batches)
     sensor          the loaded code location's `case_directory_sensor` ticks on the instance;
                     each RunRequest it makes runs as its own single-partition run
+    scheduler_sensor  the same with each cluster's `<cluster>_finished_jobs_sensor` (the
+                    static scheduler's contexts, indexed by the sensor)
     window          the loaded code location's window-partition assets (finished_jobs ->
                     window_attributions), one run per cluster over its days
     backfill_direct `attribution backfill CLUSTER --direct`
@@ -600,7 +602,8 @@ RUNNERS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python tests/paths_harness.py [PATH ...]`: agreement counts per path (all cases)."""
+    """`python tests/paths_harness.py [PATH ...]`: agreement counts per path over every case
+    (all paths by default; the sensor paths take a few minutes)."""
     import tempfile
     import time
 
