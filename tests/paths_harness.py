@@ -56,6 +56,13 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 HELDOUT = REPO / "tests" / "heldout"  # tests/heldout/real-threads/* are found too (nested)
 
+def workspace_entry() -> tuple[str, str]:
+    """(module, attribute) of the code location, as workspace.yaml names them."""
+    ws = yaml.safe_load((REPO / "workspace.yaml").read_text(encoding="utf-8"))
+    entry = ws["load_from"][0]["python_module"]
+    return entry["module_name"], entry["attribute"]
+
+
 VOLATILE = frozenset({"analyzed_at"})
 """Top-level result fields that may differ between two analyses of the same evidence."""
 
@@ -354,14 +361,14 @@ def _clear_results(url: str) -> None:
 @contextlib.contextmanager
 def loaded_defs(env: Env) -> Iterator[Any]:
     """`attribution_dagster.definitions:defs` as workspace.yaml loads it, under env's config."""
-    import attribution_dagster.definitions as module
-
+    name, attribute = workspace_entry()
+    module = importlib.import_module(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             with env.environ():
                 module = importlib.reload(module)
-                yield module.defs
+                yield getattr(module, attribute)
         finally:
             importlib.reload(module)  # the module as the rest of the session knew it
 
@@ -402,9 +409,10 @@ def path_run_oop(env: Env, cases: list[Case], per_run: int = 100) -> dict[str, A
             }
             if len(chunk) == 1:
                 tags = {"dagster/partition": chunk[0]}
+            module, attribute = workspace_entry()
             proc = subprocess.run(
                 [str(Path(sys.executable).parent / "dagster"), "job", "execute",
-                 "-m", "attribution_dagster.definitions", "-a", "defs", "-d", str(REPO),
+                 "-m", module, "-a", attribute, "-d", str(REPO),
                  "-j", "attribute_job", "--tags", json.dumps(tags)],
                 cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=600,
             )
