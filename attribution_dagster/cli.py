@@ -269,10 +269,21 @@ def not_found_message(job_id: str, cluster: str, detail: str) -> str:
     return f"job {job_id} not found in {cluster}" + (f" ({where})" if where else "")
 
 
+def _sources(args: argparse.Namespace, ctx):  # -> EvidenceSources | None
+    """The configured back-ends of the case's cluster: `collect_evidence` takes from them the
+    kinds of evidence the case directory lacks, as the Dagster assets do."""
+    from attribution_dagster.clusters import Cluster
+
+    if not hasattr(args, "_clusters"):  # read once per command, not once per case
+        args._clusters = {n: Cluster(n, c) for n, c in _config(args).clusters.items()}
+    cluster = args._clusters.get(ctx.cluster) if ctx.cluster else None
+    return cluster.sources if cluster is not None else None
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from attribution_dagster.clusters import Cluster, split_job_ref
+    from attribution_dagster.clusters import split_job_ref
     from attribution_dagster.connectors.static import ContextError
-    from attribution_dagster.pipeline import analyze_context, case_has_evidence, load_context
+    from attribution_dagster.pipeline import analyze_context, load_context
     from attribution_dagster.render import render_result
 
     settings = _settings(args)
@@ -285,12 +296,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         )
         if not is_job:
             ctx = load_context(target)
-            sources = None
-            if not case_has_evidence(target) and ctx.cluster:
-                clusters = _config(args).clusters
-                if ctx.cluster in clusters:
-                    sources = Cluster(ctx.cluster, clusters[ctx.cluster]).sources
-            result = analyze_context(ctx, settings, case=target, sources=sources)
+            result = analyze_context(ctx, settings, case=target, sources=_sources(args, ctx))
         else:
             cluster, ctx = _resolve_job(args, args.case)
             result = analyze_context(ctx, settings, sources=cluster.sources)
@@ -400,13 +406,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     t0 = time.perf_counter()
     if args.direct:
-        from attribution_dagster.pipeline import analyze_case
+        from attribution_dagster.pipeline import analyze_context, load_context
         from attribution_dagster.sinks.sql import SqlSink
 
         results = []
         for case in StaticContextClient().list_cases(root):
             try:
-                results.append(analyze_case(case, settings))
+                ctx = load_context(case)
+                results.append(
+                    analyze_context(ctx, settings, case=case, sources=_sources(args, ctx))
+                )
             except ContextError as e:
                 print(f"attribution: skipped: {e}", file=sys.stderr)
         SqlSink(url).write(results)

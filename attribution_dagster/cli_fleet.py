@@ -282,16 +282,22 @@ class _DagsterRunner:
 
         cluster = self.cluster
         pk = MultiPartitionKey({CLUSTER_DIM: cluster, WINDOW_DIM: key})
+        from dagster import DagsterUnknownPartitionError
+
         tags = {"attribution/backfill": cluster}
         if self.redo:
             tags["attribution/redo"] = "true"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = materialize(
-                self.assets, instance=self.instance, partition_key=pk,
-                resources=self.resources, raise_on_error=False,
-                run_config=window_run_config(self.redo), tags=tags,
-            )
+            try:
+                result = materialize(
+                    self.assets, instance=self.instance, partition_key=pk,
+                    resources=self.resources, raise_on_error=False,
+                    run_config=window_run_config(self.redo), tags=tags,
+                )
+            except DagsterUnknownPartitionError:
+                return (f"window {key} is not a partition of the window assets (it has not "
+                        "begun yet, or precedes fleet.start); --direct attributes it anyway")
         if result.success:
             return None
         for event in result.all_events:

@@ -80,6 +80,67 @@ def best_of(n: int, cmd: list[str], out: Path) -> tuple[float, float, int]:
     return min(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2]
 
 
+HELDOUT = ROOT / "tests" / "heldout"
+
+
+def heldout_verdict_ok(expected: dict, result) -> bool:
+    """The held-out check of tests/test_heldout.py: failed, status, category, suspect nodes,
+    expected candidate categories among the candidates, root-cause kinds in the chain."""
+    got_candidates = {c.category for c in result.candidates}
+    roots = {o.kind for o in result.symptom_chain if o.role == "root_cause"}
+    return (
+        result.failed == expected["failed"]
+        and result.status == expected["status"]
+        and result.category == expected["category"]
+        and sorted(result.suspect_nodes) == sorted(expected["suspect_nodes"])
+        and set(expected.get("candidate_categories", [])) <= got_candidates
+        and set(expected.get("root_cause_kinds", [])) <= roots
+    )
+
+
+def heldout_scores() -> dict[str, tuple[int, int, float]]:
+    """path -> (right, cases, seconds) over tests/heldout: the engine directly, and the
+    per-job Dagster assets (`attribution run`'s path) on a temporary SQLite instance."""
+    import tempfile
+
+    from attribution_dagster.local_run import run_cases_report
+    from attribution_dagster.models import AnalysisSettings
+    from attribution_dagster.pipeline import analyze_case
+
+    expected = {
+        p.parent: json.loads(p.read_text())
+        for p in sorted(HELDOUT.rglob("expected.json"))
+        if (p.parent / "context.json").is_file()
+    }
+    out: dict[str, tuple[int, int, float]] = {}
+    t0 = time.perf_counter()
+    direct = {case: analyze_case(case, AnalysisSettings(workers=1)) for case in expected}
+    right = sum(heldout_verdict_ok(expected[c], r) for c, r in direct.items())
+    out["direct"] = (right, len(expected), time.perf_counter() - t0)
+    with tempfile.TemporaryDirectory(prefix="bench-heldout-") as tmp:
+        t0 = time.perf_counter()
+        rep = run_cases_report(
+            HELDOUT, f"sqlite:///{tmp}/results.db", instance_dir=Path(tmp) / "dagster"
+        )
+        by_id = {(r.cluster or "", r.job_id): r for r in rep.results}
+        right = 0
+        for case, exp in expected.items():
+            ctx = json.loads((case / "context.json").read_text())
+            r = by_id.get((ctx.get("cluster") or "", ctx["job_id"]))
+            right += r is not None and heldout_verdict_ok(exp, r)
+        out["dagster"] = (right, len(expected), time.perf_counter() - t0)
+    return out
+
+
+def print_heldout_scores() -> bool:
+    scores = heldout_scores()
+    print("held-out    path      right / cases   wall s")
+    for name in ("direct", "dagster"):
+        right, n, secs = scores[name]
+        print(f"            {name:8}  {right:5} / {n:<5}  {secs:7.1f}")
+    return scores["direct"][0] == scores["dagster"][0]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="analysis vs grep on a generated case")
     ap.add_argument("--case", type=Path, default=Path("/tmp/attr-bench/case"))
@@ -151,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         "category": ok_cat,
         "node": ok_node,
     }
+    verdict["heldout:dagster=direct"] = print_heldout_scores()
     print("targets     " + "  ".join(f"{k}:{'ok' if v else 'MISSED'}" for k, v in verdict.items()))
     return 0 if all(verdict.values()) else 1
 

@@ -278,3 +278,25 @@ def test_hourly_partitions_speak_the_window_functions_format():
         start, end = fleet.window_bounds(w, window)
         assert cluster in ("a", "b") and start.tzinfo is not None
         assert end - start == fleet.STEPS[window]
+
+
+def test_the_current_window_is_a_partition_and_a_future_one_fails_alone(week, tmp_path, capsys):
+    """`backfill --direct` attributes the jobs that already ended today; through Dagster
+    today's window must exist too. A window that has not begun fails alone, in one line."""
+    from datetime import timedelta
+
+    from attribution_dagster.assets.per_window import window_partitions
+
+    cfg = write_config(tmp_path, week)
+    today = datetime.now(timezone.utc).date()
+    parts = window_partitions(load_config(cfg))
+    assert parts.has_partition_key(MultiPartitionKey({CLUSTER_DIM: "atlas",
+                                                      WINDOW_DIM: today.isoformat()}))
+    later = today + timedelta(days=3)
+    rc = cli_main(["backfill", "atlas", "--since", today.isoformat(),
+                   "--until", (later + timedelta(days=1)).isoformat(),
+                   "--config", str(cfg), "--instance", str(tmp_path / "dagster")])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert f"{today} done:" in err and f"{later}: window {later} is not a partition" in err
+    assert "internal error" not in err

@@ -35,7 +35,7 @@ from attribution_dagster.assets.checks import (
     coverage_gaps,
 )
 from attribution_dagster.assets.job_batch import for_each_job, materialize_result
-from attribution_dagster.connectors.base import SourceError
+from attribution_dagster.connectors.base import JobNotFound, SourceError
 from attribution_dagster.models import (
     AttributionResult,
     ExecutionContext,
@@ -80,7 +80,9 @@ def execution_context(
     clusters: ClustersResource,
 ) -> MaterializeResult:
     s = store.get_store()
-    registered, case_dirs = _registered(s, list(context.partition_keys), cases, clusters)
+    keys = list(context.partition_keys)
+    registered, case_dirs = _registered(s, keys, cases, clusters)
+    scanned: dict[str, str] = {}  # the case root, read at most once per run
 
     def resolve(key: str, _up: str | None, _last: bool) -> tuple[ExecutionContext, dict[str, Any]]:
         if key in registered:
@@ -88,7 +90,17 @@ def execution_context(
         elif key in case_dirs:
             ctx = _from_case(key, case_dirs[key], cases)
         else:
-            ctx = _ask_scheduler(key, clusters, cases)
+            try:
+                ctx = _ask_scheduler(key, clusters, cases)
+            except JobNotFound:
+                # The key's job id is sanitized (`team/llm` -> `team_llm`), so the scheduler
+                # may not know it by that name: the case root may still hold the job.
+                if not scanned:
+                    unknown = [k for k in keys if k not in registered and k not in case_dirs]
+                    scanned.update(_scan_case_root(s, unknown, cases) or {"": ""})
+                if key not in scanned:
+                    raise
+                ctx = _from_case(key, scanned[key], cases)
         return ctx, md.context_metadata(ctx, ctx.case_dir)
 
     return materialize_result(context, for_each_job(context, s, resolve))
@@ -256,18 +268,29 @@ def _registered(
     missing = [k for k in keys if k not in found and k not in dirs]
     if missing and not all(clusters.get(_cluster_of(k)) for k in missing):
         # Not registered, and no scheduler to ask: look under the case root (slow path).
-        wanted = set(missing)
-        late: dict[str, str] = {}
-        for case in cases.list_cases():
-            try:
-                key = cases.load(case).partition_key
-            except Exception:  # noqa: BLE001 - malformed cases are the sensor's to report
-                continue
-            if key in wanted and key not in late:
-                late[key] = str(case)
-        store.index_cases(late)
-        dirs.update(late)
+        dirs.update(_scan_case_root(store, missing, cases))
     return found, dirs
+
+
+def _scan_case_root(
+    store: AssetValueStore, keys: list[str], cases: StaticCasesResource
+) -> dict[str, str]:
+    """Case directories under the case root for these keys (indexed for the next run)."""
+    wanted = set(keys)
+    late: dict[str, str] = {}
+    try:
+        listed = cases.list_cases()
+    except Exception:  # noqa: BLE001 - no case root: nothing found here
+        return {}
+    for case in listed:
+        try:
+            key = cases.load(case).partition_key
+        except Exception:  # noqa: BLE001 - malformed cases are the sensor's to report
+            continue
+        if key in wanted and key not in late:
+            late[key] = str(case)
+    store.index_cases(late)
+    return late
 
 
 def _from_case(key: str, case_dir: str, cases: StaticCasesResource) -> ExecutionContext:

@@ -88,12 +88,15 @@ def cluster_names(config: AttributionConfig) -> list[str]:
 
 
 def window_partitions(config: AttributionConfig) -> MultiPartitionsDefinition:
-    """cluster (static, from the config) x window (daily or hourly from `fleet.start`)."""
+    """cluster (static, from the config) x window (daily or hourly from `fleet.start`).
+
+    The current window is a partition too (`end_offset=1`): `backfill --direct` attributes
+    the jobs that already ended in it, so the Dagster path must be able to as well."""
     f = config.fleet
     time_def = (
-        HourlyPartitionsDefinition(start_date=f"{f.start}-00:00")
+        HourlyPartitionsDefinition(start_date=f"{f.start}-00:00", end_offset=1)
         if f.window == "hourly"
-        else DailyPartitionsDefinition(start_date=f.start)
+        else DailyPartitionsDefinition(start_date=f.start, end_offset=1)
     )
     return MultiPartitionsDefinition(
         {CLUSTER_DIM: StaticPartitionsDefinition(cluster_names(config)), WINDOW_DIM: time_def}
