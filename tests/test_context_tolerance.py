@@ -24,13 +24,19 @@ from attribution_dagster.models import ExecutionContext
 from attribution_dagster.pipeline import analyze_context
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
-CASES = sorted(p.parent for p in SAMPLES.glob("*/context.json") if (p.parent / "expected.json").is_file())
+CASES = sorted(
+    p.parent for p in SAMPLES.glob("*/context.json") if (p.parent / "expected.json").is_file()
+)
 MODEL_FIELDS = set(ExecutionContext.model_fields)
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+json_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+)
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 extra_names = st.text(min_size=1, max_size=16).filter(lambda k: k not in MODEL_FIELDS)
@@ -47,9 +53,16 @@ def _base(case: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return data, _outcome(analyze_context(ctx, case=case))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=st.sampled_from(CASES), extras=st.dictionaries(extra_names, json_values, min_size=1, max_size=5))
-def test_random_extra_fields_change_nothing(tmp_path_factory: pytest.TempPathFactory, case: Path, extras: dict) -> None:
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    case=st.sampled_from(CASES),
+    extras=st.dictionaries(extra_names, json_values, min_size=1, max_size=5),
+)
+def test_random_extra_fields_change_nothing(
+    tmp_path_factory: pytest.TempPathFactory, case: Path, extras: dict
+) -> None:
     data, want = _base(case)
     where = tmp_path_factory.mktemp("ctx")
     (where / "context.json").write_text(json.dumps({**data, **extras}))
