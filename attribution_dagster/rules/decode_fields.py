@@ -274,6 +274,13 @@ _OOM_TEXT = re.compile(
     r"|RESOURCE_EXHAUSTED: Out of memory while trying to allocate"  # JAX / XLA on GPU
 )
 
+# Out of HOST memory, whatever the exception's name says: Ray's memory monitor kills a task when
+# the node runs low on RAM and raises `ray.exceptions.OutOfMemoryError: Task was killed due to
+# the node running low on memory.` (not a GPU OOM).
+_HOST_OOM_EXC = re.compile(
+    r"^ray\.exceptions\.OutOfMemoryError\b|node running low on memory|RayOutOfMemoryError"
+)
+
 # An S3-compatible object store (checkpoints, datasets) that did not answer: botocore's
 # connection / timeout exceptions (`Read timeout on endpoint URL: "..."`, `Could not connect to
 # the endpoint URL: "..."`) and a ClientError the server itself raised (503 SlowDown,
@@ -296,14 +303,16 @@ def _object_store(exc_type: str, short: str, message: str) -> bool:
 
 
 def classify_exception(exc_type: str, message: str) -> str:
-    """nccl, cuda_oom, cuda, io, object_store, signal, child_failed or app: what the exception
-    is about."""
+    """nccl, host_oom, cuda_oom, cuda, io, object_store, signal, child_failed or app: what the
+    exception is about."""
     short = exc_type.rsplit(".", 1)[-1]
     both = f"{exc_type} {message}"
     if short == "ChildFailedError":
         return "child_failed"
     if short in ("SignalException", "KeyboardInterrupt", "SystemExit"):
         return "signal"
+    if _HOST_OOM_EXC.search(both):
+        return "host_oom"
     if _OOM_TEXT.search(both) and not short.startswith("nccl"):
         return "cuda_oom"
     if short.startswith("nccl") or _NCCL_TEXT.search(both):
