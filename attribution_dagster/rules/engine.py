@@ -308,6 +308,8 @@ class RuleEngine:
                     "yields_to": r.yields_to,
                     "recovered_by": list(r.recovered_by.kinds) if r.recovered_by else [],
                     "terminal": r.terminal,
+                    "collapse": r.collapse,
+                    "after_collapse": r.after_collapse,
                     "fallback": r.fallback,
                     "summary": r.summary,
                     "remediation": r.remediation,
@@ -351,6 +353,7 @@ class RuleEngine:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(unclassified.items()))
             notes.append(f"no rule classified: {kinds}")
         notes.extend(self._repeat_notes(causes + symptoms))
+        self._downstream_of_collapse(causes, symptoms, settings, notes)
         pointed = self._peers_and_silence(ctx, observations, causes, symptoms, notes)
 
         base = dict(
@@ -558,6 +561,45 @@ class RuleEngine:
                 f"(median last line {obs.attrs['others_until']})"
             )
         return pointed
+
+    @staticmethod
+    def _downstream_of_collapse(
+        causes: list[Item], symptoms: list[Item], settings: AnalysisSettings, notes: list[str]
+    ) -> None:
+        """Rules with `after_collapse: symptom`: such a cause logged after the job's collective
+        collapse (a symptom whose rule has `collapse: true`: the first collective timeout,
+        watchdog teardown or NCCL abort) is one more way a rank fails once the collective is
+        gone, not what broke it: read as a symptom. "After" must be provable: a later line of
+        the same file as a collapse line, or an earliest possible time later than a collapse
+        line's latest possible time by more than the clock skew."""
+        marks = [s for s in symptoms if s.rule.collapse]
+        if not marks:
+            return
+        skew = settings.skew_seconds
+        by_file: dict[str, int] = {}
+        for m in marks:
+            path, line = _file_line(m.obs.locator)
+            if line is not None and (path not in by_file or line < by_file[path]):
+                by_file[path] = line
+        first_hi = min(m.hi for m in marks)
+
+        def after(it: Item) -> bool:
+            path, line = _file_line(it.obs.locator)
+            if line is not None and path in by_file and line > by_file[path]:
+                return True
+            return first_hi < _FAR_FUTURE and _secs(it.lo, first_hi) > skew
+
+        moved = [i for i in causes if i.rule.after_collapse == "symptom" and after(i)]
+        for it in moved:
+            causes.remove(it)
+            symptoms.append(it)
+        if moved:
+            kinds = ", ".join(sorted({i.obs.kind for i in moved}))
+            first = min(marks, key=lambda m: (m.hi, m.obs.locator))
+            notes.append(
+                f"{len(moved)} error(s) ({kinds}) logged after the collective collapse "
+                f"({first.summary}) read as its symptoms, not as causes"
+            )
 
     @staticmethod
     def _bounds(
@@ -1265,6 +1307,12 @@ class RuleEngine:
         )
 
 
+def _file_line(locator: str) -> tuple[str, int | None]:
+    """`path:line` -> (path, line); a locator of another form has no line."""
+    path, _, tail = str(locator).rpartition(":")
+    return (path, int(tail)) if path and tail.isdigit() else (str(locator), None)
+
+
 def _all_items(c: Cand) -> list[Item]:
     out = list(c.items)
     for a in c.absorbed:
@@ -1391,6 +1439,16 @@ def render_markdown(engine: RuleEngine) -> str:
             )
         if d["terminal"]:
             lines.append("- terminal: causes at or after it (within clock skew) are teardown")
+        if d["collapse"]:
+            lines.append(
+                "- collapse: marks the collective collapse; causes with `after_collapse: "
+                "symptom` logged after it are its symptoms"
+            )
+        if d["after_collapse"] == "symptom":
+            lines.append(
+                "- after_collapse: symptom: logged after the collective collapse (a later line "
+                "of the same file, or later beyond clock skew), it is a symptom of it"
+            )
         if d["fallback"]:
             lines.append("- fallback: a cause only when no other cause fits")
         if d["remediation"]:
@@ -1448,6 +1506,16 @@ _READING = [
     "verdict is no cause. Without such a pointer, an unattributed result still names the one "
     "node whose task ended on its own (srun `Exited with exit code N`, torchrun `exitcode: N`, "
     "0 < N < 128) when every other node's task was terminated after it.",
+    "",
+    "**Downstream of the collapse.** Once a collective has timed out or been aborted (a "
+    "symptom whose rule says `collapse: true`: the watchdog's collective timeout, its "
+    "teardown, an NCCL abort), every rank fails in whatever way it happens to: an absurd CUDA "
+    "OOM (`Tried to allocate more than 1EB`), an illegal memory access on each rank, a "
+    "segfault in teardown. A cause rule with `after_collapse: symptom` is read as a symptom "
+    "when its line is provably after the first collapse line: a later line of the same file, "
+    "or an earliest possible time later than the collapse line's latest by more than the "
+    "clock skew. Lines that cannot be ordered against the collapse (untimed, in other files) "
+    "stay causes. A note says how many were read so.",
     "",
     "**Silent nodes.** The files scanner reports each file's last timed line (found by the "
     "backward searches it already makes); Loki reports each stream's last bucket with lines "

@@ -297,6 +297,19 @@ class Rule(BaseModel):
         description="the observation names a remote peer (NCCL IB retry exceeded toward an IP): "
         "when the job's peer errors converge on one node, it is a symptom about that node",
     )
+    collapse: bool = Field(
+        default=False,
+        description="symptoms: this observation marks the job's collective collapse (a "
+        "collective timeout, the watchdog's teardown, an NCCL abort): from here on every rank "
+        "fails in whatever way it happens to fail",
+    )
+    after_collapse: Literal["cause", "symptom"] = Field(
+        default="cause",
+        description="causes: `symptom` = logged after the collapse (provably later than a "
+        "`collapse` observation: a later line of the same file, or a later time beyond clock "
+        "skew), the observation is downstream of it and read as a symptom, not a cause (an "
+        "absurd CUDA OOM, an illegal memory access on every rank)",
+    )
     shared: Shared | None = None
     repeat: Repeat | None = None
     summary: str = Field(min_length=1)
@@ -346,6 +359,10 @@ class Rule(BaseModel):
                 raise ValueError(f"node_from: {name!r} must be attrs.<name>")
         if (self.recovered_by is not None or self.terminal) and self.role != "cause":
             raise ValueError("recovered_by / terminal: only for causes")
+        if self.after_collapse != "cause" and self.role != "cause":
+            raise ValueError("after_collapse: only for causes")
+        if self.collapse and self.role != "symptom":
+            raise ValueError("collapse: only for symptoms")
         return self
 
     def applies(self, gpu_model: str | None, state: JobState | None) -> bool:

@@ -1,0 +1,237 @@
+"""Issue 17 item 1: lines pasted in public issue threads, end to end through a case on disk.
+
+Each test writes a small case around one class of real line (the line itself is copied from
+the thread named in the catalog example; the surrounding lines are modeled) and checks the
+result the taxonomy asks for. The catalog examples replay the same lines parser by parser
+(tests/test_parsers.py); these tests check what the rules make of them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from attribution_dagster.pipeline import analyze_case
+
+
+def run(tmp_path: Path, files: dict[str, str], nodes: list[str], **ctx: Any) -> Any:
+    context = {
+        "job_id": "17",
+        "scheduler": "slurm",
+        "state": "FAILED",
+        "exit_code": 1,
+        "start": "2026-11-02T10:00:00Z",
+        "end": "2026-11-02T11:00:00Z",
+        "nodes": nodes,
+        **ctx,
+    }
+    (tmp_path / "context.json").write_text(json.dumps(context))
+    for name, text in files.items():
+        path = tmp_path / "logs" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.lstrip("\n"))
+    return analyze_case(tmp_path)
+
+
+def outcome(res: Any) -> tuple[str, str | None, list[str]]:
+    return res.status, res.category, sorted(res.suspect_nodes)
+
+
+TERMINATED = "2026-11-02T10:20:05Z job step ending\nsrun: error: {n}: task 1: Terminated\n"
+
+
+# --- GPU faults printed without an XID ---------------------------------------------------
+
+
+def test_nvml_driver_library_mismatch_is_gpu_driver_on_that_node(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "gpu-a/slurm.out": """
+2026-11-02T10:20:01Z checking GPUs with nvidia-smi
+Failed to initialize NVML: Driver/library version mismatch
+2026-11-02T10:20:02Z nvidia-smi returned 18, exiting
+srun: error: gpu-a: task 0: Exited with exit code 1
+""",
+            "gpu-b/slurm.out": TERMINATED.format(n="gpu-b"),
+        },
+        ["gpu-a", "gpu-b"],
+    )
+    assert outcome(res) == ("attributed", "gpu.driver", ["gpu-a"])
+
+
+def test_slurmstepd_nvml_gpu_is_lost(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "gpu-a/slurm.out": """
+2026-11-02 10:10:02 | INFO | Epoch 6/20 train_loss=0.4311
+slurmstepd: error: NVML: Failed to get usage(15): GPU is lost
+srun: error: gpu-a: task 0: Exited with exit code 1
+"""
+        },
+        ["gpu-a"],
+    )
+    assert outcome(res) == ("attributed", "gpu.lost", ["gpu-a"])
+
+
+def test_nvidia_smi_no_device_handle_unknown_error(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "gpu-a/health.log": """
+2026-11-02T10:20:00Z nvidia-smi exit=15
+Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error
+""",
+            "gpu-b/slurm.out": TERMINATED.format(n="gpu-b"),
+        },
+        ["gpu-a", "gpu-b"],
+    )
+    assert outcome(res) == ("attributed", "gpu.lost", ["gpu-a"])
+
+
+def test_cuda_uncorrectable_ecc(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "dgk713/slurm.out": """
+2026-11-02T10:20:00Z Epoch 3 step 1200
+RuntimeError: CUDA error: uncorrectable ECC error encountered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+"""
+        },
+        ["dgk713"],
+    )
+    assert outcome(res) == ("attributed", "gpu.memory", ["dgk713"])
+
+
+def test_plain_fallen_off_the_bus_and_the_driver_reprobe_are_one_fault(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "gpu-a/kern.log": """
+2026-11-02T10:20:00Z gpu-a kernel: nvidia-smi: Unable to query GPU 0000:b3:00.0: GPU has fallen off the bus.
+2026-11-02T10:20:01Z gpu-a kernel: NVRM: The NVIDIA probe routine failed for 1 device(s).
+""",
+            "gpu-b/slurm.out": TERMINATED.format(n="gpu-b"),
+        },
+        ["gpu-a", "gpu-b"],
+    )
+    assert outcome(res) == ("attributed", "gpu.lost", ["gpu-a"])
+
+
+def test_probe_failure_on_another_node_stays_its_own_cause(tmp_path: Path) -> None:
+    """The lost GPU explains the driver's re-probe on ITS node only."""
+    res = run(
+        tmp_path,
+        {
+            "gpu-a/kern.log": "2026-11-02T10:20:00Z gpu-a kernel: NVRM: GPU 0000:b3:00.0: GPU has fallen off the bus.\n",
+            "gpu-b/kern.log": "2026-11-02T10:20:01Z gpu-b kernel: NVRM: The NVIDIA probe routine failed for 1 device(s).\n",
+        },
+        ["gpu-a", "gpu-b"],
+    )
+    assert res.status == "ambiguous"
+    assert {c.category for c in res.candidates} == {"gpu.lost", "gpu.driver"}
+
+
+# --- host OOM named on its node -----------------------------------------------------------
+
+
+def test_srun_task_out_of_memory_names_the_host(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "gpu002/slurm-5187.out": """
+2026-11-02T10:07:00Z stage 1/50
+RuntimeError: DataLoader worker (pid 31877) is killed by signal: Killed.
+srun: error: gpu001: task 0: Out Of Memory
+srun: error: gpu002: task 1: Terminated
+"""
+        },
+        ["gpu001", "gpu002"],
+        state="OUT_OF_MEMORY",
+    )
+    assert outcome(res) == ("attributed", "node.host_oom", ["gpu001"])
+
+
+def test_ray_memory_monitor_line_names_the_node_by_ip(tmp_path: Path) -> None:
+    """The raylet's line reaches the driver's log on the head; the IP names the worker."""
+    res = run(
+        tmp_path,
+        {
+            "head/driver.log": """
+2026-11-02T10:02:00Z Compute log probs: 76%
+(raylet) [2026-11-02 10:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 351e406b196f66bb45eaad02a3b8b4725babfa8cc12949432f7ad7d8, IP: 10.95.143.76) over the last time period. To see more information about the Workers killed on this node, use `ray logs raylet.out -ip 10.95.143.76`
+""",
+            "worker/raylet.out": "2026-11-02T10:00:05Z (raylet) main.cc:180: Setting cluster ID\n",
+        },
+        ["head", "worker"],
+        node_addresses={"head": ["10.95.143.75"], "worker": ["10.95.143.76"]},
+    )
+    assert outcome(res) == ("attributed", "node.host_oom", ["worker"])
+
+
+def test_ray_out_of_memory_error_is_host_memory_not_gpu(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "ray-0/cache.log": """
+2026-11-02T10:20:44Z caching: 41% (12288/29871 scenarios)
+ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.
+"""
+        },
+        ["ray-0"],
+    )
+    assert outcome(res) == ("attributed", "node.host_oom", ["ray-0"])
+
+
+# --- downstream of the collective collapse ----------------------------------------------
+
+WATCHDOG = (
+    "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=88213, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) "
+    "ran for 1800112 milliseconds before timing out."
+)
+OOM_1EB = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory"
+
+
+def test_oom_after_the_collapse_in_the_same_file_is_a_symptom(tmp_path: Path) -> None:
+    res = run(tmp_path, {"dgx-a07/train.err": f"{WATCHDOG}\n{OOM_1EB}\n"}, ["dgx-a07"])
+    assert res.status == "unattributed"
+    assert any("after the collective collapse" in n for n in res.notes)
+    roles = {lk.kind: lk.role for lk in res.symptom_chain}
+    assert roles.get("cuda_oom") == "symptom"
+
+
+def test_oom_before_the_collapse_stays_the_cause(tmp_path: Path) -> None:
+    oom = OOM_1EB.replace("more than 1EB memory", "336.00 MiB.")
+    res = run(tmp_path, {"dgx-a07/train.err": f"{oom}\n{WATCHDOG}\n"}, ["dgx-a07"])
+    assert outcome(res) == ("attributed", "app.gpu_oom", ["dgx-a07"])
+
+
+def test_illegal_access_on_every_rank_after_the_timeout_is_a_symptom(tmp_path: Path) -> None:
+    files = {
+        f"n{i}/train.err": (
+            f"2026-11-02T10:30:00Z [rank{i}]:[E ProcessGroupNCCL.cpp:632] [Rank {i}] {WATCHDOG.split('] ', 2)[2]}\n"
+            f"2026-11-02T10:30:20Z [rank{i}]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        )
+        for i in range(2)
+    }
+    res = run(tmp_path, files, ["n0", "n1"])
+    assert res.status == "unattributed"
+
+
+def test_a_cause_that_cannot_be_ordered_against_the_collapse_stays_a_cause(
+    tmp_path: Path,
+) -> None:
+    """Untimed lines in two files: which came first is unknown, so nothing is demoted."""
+    res = run(
+        tmp_path,
+        {
+            "n0/train.err": WATCHDOG + "\n",
+            "n1/train.err": OOM_1EB.replace("more than 1EB", "2.00 GiB") + "\n",
+        },
+        ["n0", "n1"],
+    )
+    assert res.status == "attributed" and res.category == "app.gpu_oom"
