@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (real lines are kept whole)
 """Issue 17 item 1: lines pasted in public issue threads, end to end through a case on disk.
 
 Each test writes a small case around one class of real line (the line itself is copied from

@@ -42,8 +42,9 @@ Attrs by kind (full list with examples: docs/parsers.md):
 - xid: mnemonic, subsystem, fatal (True/False/None from the text), event, link, action,
   action_code, previous_action (154), gpc/tpc/sm/detail (13), contained (94/95), pid, process;
   from DCGM: origin=dcgm, metric, value. sxid: fatal, link, switch.
-- gpu_lost: how / init / call. gpu_driver_error: what (probe_failed, version_mismatch, ...). nvlink_error: link, origin=cuda. nvlink_counter / gpu_ecc_uncorrectable
-  (DCGM): origin, metric, value, delta; gpu_ecc_uncorrectable from CUDA: origin=cuda.
+- gpu_lost: how / init / call. gpu_driver_error: what (probe_failed, version_mismatch, ...).
+  nvlink_error: link, origin=cuda. nvlink_counter / gpu_ecc_uncorrectable (DCGM): origin,
+  metric, value, delta; gpu_ecc_uncorrectable from CUDA: origin=cuda.
 - cuda_error: error (illegal_address, misaligned_address, launch_failure, device_assert,
   illegal_instruction, launch_timeout, no_device, init_error, unknown, other), message.
   cuda_oom: tried, total (gpu field from "GPU N has a total capacity").
@@ -55,11 +56,11 @@ Attrs by kind (full list with examples: docs/parsers.md):
   rank, global_rank, seq, failure_detected / thread_terminated / process_down.
 - child_failed: host, rank, local_rank, exit_code, pid, signal, signal_name, failed_at,
   failures. process_exit: exit_code, signal, signal_name, how, tasks, local_rank, source_tool.
-- traceback: exc_type, message, family (nccl, host_oom, cuda_oom, cuda, io, signal, child_failed, app),
-  errno. segfault: process, pid, library.
+- traceback: exc_type, message, family (nccl, host_oom, cuda_oom, cuda, io, signal,
+  child_failed, app), errno. segfault: process, pid, library.
 - host_oom_kill: process, pid, invoker (ray_memory_monitor: killed, address), constraint, task,
-  task_pid, victim. cgroup_oom: events,
-  step, pid, process. kernel_panic: what (panic, soft_lockup, hard_lockup, hung_task, mce).
+  task_pid, victim. cgroup_oom: events, step, pid, process, what=srun_task (tasks, host).
+  kernel_panic: what (panic, soft_lockup, hard_lockup, hung_task, mce).
   node_unreachable: host / failed_host / not_responding; from an Event what (not_ready,
   rebooted).
 - lustre_error: rc (= code), target, op, nid, event=connection_lost. nfs_error: server.

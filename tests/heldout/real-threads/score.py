@@ -19,7 +19,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def _cases() -> list[Path]:
-    return sorted(p.parent for p in HERE.glob("*/expected.json") if (p.parent / "context.json").is_file())
+    return sorted(
+        p.parent for p in HERE.glob("*/expected.json") if (p.parent / "context.json").is_file()
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -53,8 +55,10 @@ def main(argv: list[str]) -> int:
         tag = "ok  " if ok else "MISS"
         print(
             f"{tag} {case.name}\n"
-            f"     want failed={want[0]} status={want[1]} category={want[2]} suspects={sorted(want[3])}\n"
-            f"     got  failed={got[0]} status={got[1]} category={got[2]} suspects={sorted(got[3])}{cand_note}"
+            f"     want failed={want[0]} status={want[1]} category={want[2]} "
+            f"suspects={sorted(want[3])}\n"
+            f"     got  failed={got[0]} status={got[1]} category={got[2]} "
+            f"suspects={sorted(got[3])}{cand_note}"
         )
         if not ok:
             misses.append(case.name)
