@@ -236,3 +236,144 @@ def test_a_cause_that_cannot_be_ordered_against_the_collapse_stays_a_cause(
         ["n0", "n1"],
     )
     assert res.status == "attributed" and res.category == "app.gpu_oom"
+
+
+# --- launcher prefixes name the line's origin --------------------------------------------
+
+
+def _init_lines(nodes: dict[str, list[int]], world: int) -> dict[str, str]:
+    """NCCL world-communicator init lines: which node runs which global rank."""
+    out = {}
+    for node, ranks in nodes.items():
+        out[f"{node}/nccl.log"] = "".join(
+            f"{node}:{1000 + r}:{2000 + r} [{r % 8}] NCCL INFO comm 0x55d3c2a0 rank {r} nRanks {world} nNodes 2 localRanks 2 localRank {r % 2} MNNVL 0\n"
+            for r in ranks
+        )
+    return out
+
+
+def test_ray_worker_prefix_moves_a_gpu_fault_to_the_worker(tmp_path: Path) -> None:
+    """A GPU fault reported through the Ray head's driver log is the worker's."""
+    res = run(
+        tmp_path,
+        {
+            "head/driver.log": """
+2026-11-02T10:20:00Z Episode [1/1]: 40%
+(RayTrainWorker pid=4122, ip=10.0.3.7) RuntimeError: CUDA error: uncorrectable ECC error encountered
+""",
+            "worker/raylet.out": "2026-11-02T10:00:05Z (raylet) main.cc:180: Setting cluster ID\n",
+        },
+        ["head", "worker"],
+        node_addresses={"head": ["10.0.3.6"], "worker": ["10.0.3.7"]},
+    )
+    assert outcome(res) == ("attributed", "gpu.memory", ["worker"])
+    ecc = next(lk for lk in res.symptom_chain if lk.role == "root_cause")
+    assert ecc.node == "worker"
+
+
+def test_ray_prefix_mlx5_completion_error_is_a_symptom_on_the_worker(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "head/driver.log": "(RayWorkerWrapper pid=92234, ip=172.19.24.110) mlx5: host_unknown: got completion with error: [repeated 2x across cluster]\n",
+        },
+        ["head", "worker"],
+        node_addresses={"worker": ["172.19.24.110"]},
+    )
+    links = [lk for lk in res.symptom_chain if lk.kind == "ib_completion_error"]
+    assert links and links[0].node == "worker" and links[0].role == "symptom"
+
+
+def test_torchrun_rank_prefix_follows_the_rank_map(tmp_path: Path) -> None:
+    """One file gathers every rank's output; `[rank3]:` is node-b's (NCCL init lines)."""
+    files = _init_lines({"node-a": [0, 1], "node-b": [2, 3]}, 4)
+    files["node-a/train.log"] = """
+2026-11-02T10:20:00Z step 100 loss 2.1
+[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered
+"""
+    res = run(tmp_path, files, ["node-a", "node-b"])
+    assert outcome(res) == ("attributed", "gpu.memory", ["node-b"])
+
+
+def test_mpirun_rank_prefix_follows_the_rank_map(tmp_path: Path) -> None:
+    files = _init_lines({"node-a": [0, 1], "node-b": [2, 3]}, 4)
+    files["node-a/mpirun.out"] = """
+2026-11-02T10:20:00Z step 100 loss 2.1
+[1,2]<stderr>:RuntimeError: CUDA error: uncorrectable ECC error encountered
+"""
+    res = run(tmp_path, files, ["node-a", "node-b"])
+    assert outcome(res) == ("attributed", "gpu.memory", ["node-b"])
+
+
+def test_srun_label_around_a_rank_prefix_the_rank_wins(tmp_path: Path) -> None:
+    files = _init_lines({"node-a": [0, 1], "node-b": [2, 3]}, 4)
+    files["node-a/slurm-17.out"] = """
+2026-11-02T10:20:00Z step 100 loss 2.1
+0: [rank2]: RuntimeError: CUDA error: uncorrectable ECC error encountered
+"""
+    res = run(tmp_path, files, ["node-a", "node-b"])
+    assert outcome(res) == ("attributed", "gpu.memory", ["node-b"])
+
+
+def test_rank_prefix_without_a_rank_map_stays_on_the_file_node(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "node-a/train.log": "2026-11-02T10:20:00Z x\n[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n",
+            "node-b/train.log": "2026-11-02T10:20:00Z x\n",
+        },
+        ["node-a", "node-b"],
+    )
+    assert outcome(res) == ("attributed", "gpu.memory", ["node-a"])
+
+
+def test_torchrun_local_rank_prefix_names_no_other_node(tmp_path: Path) -> None:
+    files = _init_lines({"node-a": [0, 1], "node-b": [2, 3]}, 4)
+    files["node-a/train.log"] = (
+        "2026-11-02T10:20:00Z x\n[default3]:RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
+    )
+    res = run(tmp_path, files, ["node-a", "node-b"])
+    assert outcome(res) == ("attributed", "gpu.memory", ["node-a"])
+
+
+def test_kubectl_pod_prefix_resolves_through_the_pods(tmp_path: Path) -> None:
+    """A multi-pod log (`kubectl logs --prefix`) kept on one node: the pod names the node."""
+    pods = [
+        {"namespace": "train", "name": "job-worker-0", "node": "gpu-n1"},
+        {"namespace": "train", "name": "job-worker-1", "node": "gpu-n2"},
+    ]
+    res = run(
+        tmp_path,
+        {
+            "gpu-n1/pods.log": """
+2026-11-02T10:20:00Z [pod/job-worker-0/pytorch] step 100 loss 2.1
+[pod/job-worker-1/pytorch] RuntimeError: CUDA error: uncorrectable ECC error encountered
+"""
+        },
+        ["gpu-n1", "gpu-n2"],
+        scheduler="kueue",
+        pods=pods,
+    )
+    assert outcome(res) == ("attributed", "gpu.memory", ["gpu-n2"])
+
+
+def test_every_origin_example_is_read_and_stripped() -> None:
+    """The origins table (parsers.yaml) and strip_prefix agree on every example line."""
+    from attribution_dagster.rules.decode_fields import strip_prefix
+    from attribution_dagster.rules.parsers import load_catalog
+
+    cat = load_catalog()
+    assert {o.id for o in cat.origin_specs} >= {
+        "ray_process",
+        "kubectl_prefix",
+        "torchrun_rank",
+        "torchrun_local",
+        "mpirun_rank",
+        "srun_label",
+    }
+    for spec in cat.origin_specs:
+        for ex in spec.examples:
+            assert cat.origin(ex.line) == ex.expect, (spec.id, ex.line)
+            if ex.expect:
+                rest = strip_prefix(ex.line)
+                assert cat.origin(rest) == {} and len(rest) < len(ex.line), (spec.id, rest)

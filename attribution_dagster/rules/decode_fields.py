@@ -706,8 +706,9 @@ def decode_torch_ranks(groups: dict[str, str | None], text: str, draft: Draft) -
 
 
 # Log-line prefixes that stand between a line's start and what the application printed:
-# ISO / RFC 3164 / dmesg stamps, an optional `host tag[pid]: `, srun's `N: ` task label and
-# torchrun's `[rankN]:` / `[defaultN]:`. Bounded quantifiers keep it linear on long lines.
+# ISO / RFC 3164 / dmesg stamps, an optional `host tag[pid]: `, and launcher prefixes: srun's
+# `N: ` task label, torchrun's `[rankN]:` / `[defaultN]:`, Ray's `(Name pid=N, ip=A)`, mpirun's
+# `[j,r]<stderr>:`, kubectl's `[pod/p/c]`. Bounded quantifiers keep it linear on long lines.
 _PREFIX = re.compile(
     r"^(?:(?:\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+-]\d\d:?\d\d)?"
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
@@ -715,7 +716,14 @@ _PREFIX = re.compile(
     r"|\[ {0,12}\d{1,12}\.\d{1,9}\])\s{1,4}"
     r"(?:std(?:out|err) [PF] )?"  # CRI container log: stream, partial/full tag
     r"(?:[\w.-]{1,64} [\w./-]{1,64}(?:\[\d{1,10}\])?: )?)?"
-    r"(?:\d{1,6}: )?(?:\[(?:rank|default)\d{0,7}\]:\s?)?"
+    # launcher prefixes (parsers.yaml `origins`): Ray `(Name pid=N, ip=A) `, kubectl
+    # `[pod/<pod>/<container>] `, srun `N: `, torchrun `[rankN]:` / `[defaultN]:`, mpirun
+    # `[j,r]<stderr>:`, several in a row
+    r"(?:\((?:raylet|(?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,10})(?:, ip=[0-9A-Fa-f.:]{3,45})?\)\s"
+    r"|\[pod/[\w.-]{1,253}/[\w.-]{1,253}\]\s"
+    r"|\s{0,6}\d{1,6}: "
+    r"|\[(?:rank|default)\d{0,7}\]:\s?"
+    r"|\[\d{1,6},\d{1,7}\]<(?:stdout|stderr|stddiag)>:\s?){0,4}"
 )
 
 
@@ -808,6 +816,7 @@ def decode_peer_ranks(groups: dict[str, str | None], text: str, draft: Draft) ->
         return False
     draft["attrs"]["peer_rank"] = int(first.group(0))
     return True
+
 
 _EVENT_ATTRS = [
     "event_reason", "event_type", "object", "namespace", "source", "first_seen", "last_seen",
