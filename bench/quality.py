@@ -177,7 +177,8 @@ def markdown(results: dict[str, dict[str, Scores]], seconds: dict[str, float]) -
         "- **precision / recall** per category: over `attributed` answers and `attributed`",
         "  labels of that category.",
         "",
-        "| set | path | cases | exact | top-1 node | top-3 node | abstention | false attributed | errors |",
+        "| set | path | cases | exact | top-1 node | top-3 node | abstention | false attributed "
+        "| errors |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, by_path in results.items():

@@ -41,6 +41,7 @@ from attribution_dagster.models import (
     ExecutionContext,
     Observation,
     RawEvidence,
+    RawRecord,
     SourceCoverage,
 )
 from attribution_dagster.resources import (
@@ -58,6 +59,42 @@ JOBS_PARTITIONS = DynamicPartitionsDefinition(name="jobs")
 GROUP = "attribution"
 ASSET_NAMES = ("execution_context", "raw_evidence", "observations", "attribution")
 PER_JOB: dict[str, Any] = {"partitions_def": JOBS_PARTITIONS, "group_name": GROUP}
+
+
+class StoredEvidence(RawEvidence):
+    """RawEvidence as `raw_evidence` stores it for `observations`. SourceCoverage does not
+    serialize each source's file tails and last progress lines (a result's coverage must not
+    carry them), but the engine's silence and progress tests read them: without them the
+    Dagster path answered differently from `attribution analyze` on jobs where a node went
+    silent or training went on after a fault. They travel here, one list per source."""
+
+    tails: list[list[RawRecord]] = Field(default_factory=list)
+    progress: list[list[RawRecord]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, raw: RawEvidence) -> "StoredEvidence":
+        return cls(
+            job_id=raw.job_id,
+            records=raw.records,
+            samples=raw.samples,
+            coverage=raw.coverage,
+            tails=[c.file_tails for c in raw.coverage],
+            progress=[c.file_progress for c in raw.coverage],
+        )
+
+    def restored(self) -> RawEvidence:
+        coverage = [
+            c.model_copy(
+                update={
+                    "file_tails": self.tails[i] if i < len(self.tails) else [],
+                    "file_progress": self.progress[i] if i < len(self.progress) else [],
+                }
+            )
+            for i, c in enumerate(self.coverage)
+        ]
+        return RawEvidence(
+            job_id=self.job_id, records=self.records, samples=self.samples, coverage=coverage
+        )
 
 
 class ObservationSet(BaseModel):
@@ -129,7 +166,7 @@ def raw_evidence(
                 ),
                 transient=True,
             )
-        return raw, md.evidence_metadata(job, raw)
+        return StoredEvidence.of(raw), md.evidence_metadata(job, raw)
 
     batch = for_each_job(
         context,
@@ -154,7 +191,7 @@ def observations(context: AssetExecutionContext, store: AssetStoreResource) -> M
     contexts = _stored_contexts(s, context.partition_keys)
 
     def parse(key: str, up: str | None, _last: bool) -> tuple[ObservationSet, dict[str, Any]]:
-        raw = RawEvidence.model_validate_json(up or "")
+        raw = StoredEvidence.model_validate_json(up or "").restored()
         obs = pipeline.normalize(raw, _context_of(contexts, key))
         return ObservationSet(observations=obs, coverage=raw.coverage), md.observations_metadata(
             obs
