@@ -377,3 +377,37 @@ def test_every_origin_example_is_read_and_stripped() -> None:
             if ex.expect:
                 rest = strip_prefix(ex.line)
                 assert cat.origin(rest) == {} and len(rest) < len(ex.line), (spec.id, rest)
+
+
+# --- XID 45 follows the XID it names ------------------------------------------------------
+
+XID45 = "2026-11-02T10:20:01Z gpu-b kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149\n"
+XID149 = "2026-11-02T10:20:00Z gpu-b kernel: NVRM: Xid (PCI:0000:dc:00): 149, NETIR_LINK_EVT  {fatal}   XC0 i0 Link 01 (0x021425c6 0x00000000)\n"
+
+
+def _xid_case(tmp_path: Path, kern: str) -> Any:
+    return run(
+        tmp_path,
+        {"gpu-b/kern.log": kern, "gpu-c/slurm.out": TERMINATED.format(n="gpu-c")},
+        ["gpu-b", "gpu-c"],
+        gpu_model="B200",
+    )
+
+
+def test_xid45_follows_a_present_fatal_xid149(tmp_path: Path) -> None:
+    res = _xid_case(tmp_path, XID149.format(fatal="Fatal") + XID45)
+    assert outcome(res) == ("attributed", "gpu.nvlink", ["gpu-b"])
+    roots = [lk for lk in res.symptom_chain if lk.role == "root_cause"]
+    assert any("45" in lk.summary for lk in roots)  # the 45 corroborates the 149
+
+
+def test_xid45_follows_a_nonfatal_xid149_into_noise(tmp_path: Path) -> None:
+    res = _xid_case(tmp_path, XID149.format(fatal="Nonfatal") + XID45)
+    assert res.status == "unattributed"
+    assert not [lk for lk in res.symptom_chain if lk.kind == "xid"]
+
+
+def test_xid45_alone_stays_a_symptom(tmp_path: Path) -> None:
+    res = _xid_case(tmp_path, XID45)
+    assert res.status == "unattributed"
+    assert [lk.role for lk in res.symptom_chain if lk.kind == "xid"] == ["symptom"]

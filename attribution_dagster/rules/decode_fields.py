@@ -131,6 +131,9 @@ def _link(text: str, draft: Draft) -> None:
         draft["fields"].setdefault("port", f"link {link}")
 
 
+_CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,4})")
+
+
 @decoder("xid")
 def decode_xid(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
     """Mnemonic from the table, and what the line itself says: fatality, event, link, action."""
@@ -163,6 +166,9 @@ def decode_xid(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
             attrs["action"] = (m.group(4) or RECOVERY_ACTIONS.get(to_code, "unknown")).strip()
             prev = int(m.group(1), 16)
             attrs["previous_action"] = (m.group(2) or RECOVERY_ACTIONS.get(prev, "unknown")).strip()
+    caused = _CAUSED_BY.search(msg)
+    if caused:  # XID 45 `Ch 00000001 caused by previous Xid 149`: the XID it follows
+        attrs["previous_xid"] = int(caused.group(1))
     if code == 13:
         for key, rx in (("gpc", _GPC), ("tpc", _TPC), ("sm", _SM)):
             m = rx.search(msg)

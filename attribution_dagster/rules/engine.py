@@ -308,6 +308,7 @@ class RuleEngine:
                     "yields_to": r.yields_to,
                     "recovered_by": list(r.recovered_by.kinds) if r.recovered_by else [],
                     "terminal": r.terminal,
+                    "follows": r.follows,
                     "collapse": r.collapse,
                     "after_collapse": r.after_collapse,
                     "fallback": r.fallback,
@@ -339,6 +340,8 @@ class RuleEngine:
         unclassified: dict[str, int] = defaultdict(int)
         for obs in kept:
             rule = self.classify(obs, ctx.gpu_model, ctx.state)
+            if rule is not None and rule.follows:
+                rule = self._followed(obs, rule, kept, ctx) or rule
             if rule is None:
                 unclassified[obs.kind] += 1
                 continue
@@ -561,6 +564,34 @@ class RuleEngine:
                 f"(median last line {obs.attrs['others_until']})"
             )
         return pointed
+
+    def _followed(
+        self, obs: Observation, rule: Rule, kept: list[Observation], ctx: ExecutionContext
+    ) -> Rule | None:
+        """The rule of the observation `obs` says it follows (`follows`: XID 45 `caused by
+        previous Xid N` -> that node's XID N line, on the same GPU when both name one, logged
+        no later than `obs`), or None when that line is not present."""
+        assert rule.follows is not None
+        code = field_value(obs, rule.follows)
+        if code is None:
+            return None
+        t = _utc(obs.time) if obs.time_quality != "unknown" else None
+        for other in kept:
+            if (
+                other is obs
+                or other.kind != obs.kind
+                or other.node != obs.node
+                or str(other.code) != str(code)
+                or (obs.pci and other.pci and obs.pci != other.pci)
+            ):
+                continue
+            t2 = _utc(other.time) if other.time_quality != "unknown" else None
+            if t is not None and t2 is not None and t2 > t:
+                continue
+            named = self.classify(other, ctx.gpu_model, ctx.state)
+            if named is not None and not named.follows:
+                return named
+        return None
 
     @staticmethod
     def _downstream_of_collapse(
@@ -1439,6 +1470,11 @@ def render_markdown(engine: RuleEngine) -> str:
             )
         if d["terminal"]:
             lines.append("- terminal: causes at or after it (within clock skew) are teardown")
+        if d["follows"]:
+            lines.append(
+                f"- follows: where the observation named by `{d['follows']}` is present on the "
+                "same node (and GPU), classified as that one; else by this rule"
+            )
         if d["collapse"]:
             lines.append(
                 "- collapse: marks the collective collapse; causes with `after_collapse: "

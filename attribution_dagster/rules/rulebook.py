@@ -297,6 +297,14 @@ class Rule(BaseModel):
         description="the observation names a remote peer (NCCL IB retry exceeded toward an IP): "
         "when the job's peer errors converge on one node, it is a symptom about that node",
     )
+    follows: str | None = Field(
+        default=None,
+        description="attrs.<name> holding the code of an earlier observation of the same kind "
+        "this one says it is caused by (XID 45 `caused by previous Xid N`): where that "
+        "observation is present on the same node (and GPU, when both name one), this one is "
+        "classified by the rule that classifies it (it follows the named fault); where absent, "
+        "by this rule",
+    )
     collapse: bool = Field(
         default=False,
         description="symptoms: this observation marks the job's collective collapse (a "
@@ -359,6 +367,8 @@ class Rule(BaseModel):
                 raise ValueError(f"node_from: {name!r} must be attrs.<name>")
         if (self.recovered_by is not None or self.terminal) and self.role != "cause":
             raise ValueError("recovered_by / terminal: only for causes")
+        if self.follows is not None and not self.follows.startswith("attrs."):
+            raise ValueError(f"follows: {self.follows!r} must be attrs.<name>")
         if self.after_collapse != "cause" and self.role != "cause":
             raise ValueError("after_collapse: only for causes")
         if self.collapse and self.role != "symptom":
