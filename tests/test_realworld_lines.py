@@ -411,3 +411,84 @@ def test_xid45_alone_stays_a_symptom(tmp_path: Path) -> None:
     res = _xid_case(tmp_path, XID45)
     assert res.status == "unattributed"
     assert [lk.role for lk in res.symptom_chain if lk.kind == "xid"] == ["symptom"]
+
+
+# --- a line that fits two categories: rivals ----------------------------------------------
+
+
+def test_cuda_unknown_error_alone_is_ambiguous_between_lost_gpu_and_driver(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "cn-229/log.run.1": """
+2026-11-02T10:00:48Z RETURNN starting up
+Using gpu device 2: NVIDIA GeForce GTX 1080 Ti
+RuntimeError: CUDA error: unknown error
+"""
+        },
+        ["cn-229"],
+    )
+    assert outcome(res) == ("ambiguous", None, ["cn-229"])
+    assert {c.category for c in res.candidates} == {"gpu.lost", "gpu.driver"}
+
+
+def test_cuda_unknown_error_yields_to_a_named_gpu_fault(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "cn-229/kern.log": "2026-11-02T10:00:40Z cn-229 kernel: NVRM: Xid (PCI:0000:3b:00): 119, pid=1582259, name=python, Timeout after 6s of waiting for RPC response from GPU1 GSP!\n",
+            "cn-229/log.run.1": "2026-11-02T10:00:48Z step 10\nRuntimeError: CUDA error: unknown error\n",
+        },
+        ["cn-229"],
+    )
+    assert outcome(res) == ("attributed", "gpu.driver", ["cn-229"])
+
+
+def test_cuda_error_46_is_ambiguous_between_the_gpu_and_the_application(tmp_path: Path) -> None:
+    res = run(
+        tmp_path,
+        {
+            "dgj304/slurm.out": """
+2026-11-02T10:00:01Z => creating model 'resnet50'
+THCudaCheck FAIL file=/pytorch/aten/src/THC/THCTensorRandom.cu line=25 error=46 : all CUDA-capable devices are busy or unavailable
+srun: error: dgj304: task 0: Exited with exit code 1
+"""
+        },
+        ["dgj304"],
+    )
+    assert outcome(res) == ("ambiguous", None, ["dgj304"])
+    assert {c.category for c in res.candidates} == {"gpu.lost", "app.error"}
+
+
+def test_cuda_unknown_error_after_the_collapse_is_a_symptom(tmp_path: Path) -> None:
+    res = run(
+        tmp_path, {"n0/train.err": f"{WATCHDOG}\nRuntimeError: CUDA error: unknown error\n"}, ["n0"]
+    )
+    assert res.status == "unattributed"
+
+
+def test_rivals_are_checked_when_the_catalog_loads(tmp_path: Path) -> None:
+    import pytest
+
+    from attribution_dagster.rules.rulebook import RulebookError, load_rulebook
+
+    rule = """version: "t"
+rules:
+  - id: r
+    description: d
+    match: {kind: cuda_error}
+    role: %s
+    %s
+    rivals: [%s]
+    summary: s
+    example: {kind: cuda_error}
+"""
+    for role, extra, rival in [
+        ("symptom", "", "gpu.driver"),
+        ("cause", "category: gpu.lost\n    weight: 50", "gpu.lost"),
+        ("cause", "category: gpu.lost\n    weight: 50", "gpu.broken"),
+    ]:
+        path = tmp_path / "rules.yaml"
+        path.write_text(rule % (role, extra, rival))
+        with pytest.raises(RulebookError, match="rivals"):
+            load_rulebook(path)

@@ -368,6 +368,13 @@ _CUDA_ERRORS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"illegal instruction|ILLEGAL_INSTRUCTION"), "illegal_instruction"),
     (re.compile(r"launch timed out|LAUNCH_TIMEOUT"), "launch_timeout"),
     (re.compile(r"no CUDA-capable device|NO_DEVICE|driver version is insufficient"), "no_device"),
+    (
+        re.compile(
+            r"busy or unavailable|cudaErrorDevicesUnavailable|CUDA_ERROR_DEVICES_UNAVAILABLE"
+            r"|\berror=46\b|CUDA error 46\b"
+        ),
+        "devices_unavailable",
+    ),
     (re.compile(r"initialization error|NOT_INITIALIZED"), "init_error"),
     (re.compile(r"\b999\b|unknown error|CUDA_ERROR_UNKNOWN"), "unknown"),
     (re.compile(r"ECC error|ECC_UNCORRECTABLE"), "ecc_uncorrectable"),

@@ -308,6 +308,7 @@ class RuleEngine:
                     "yields_to": r.yields_to,
                     "recovered_by": list(r.recovered_by.kinds) if r.recovered_by else [],
                     "terminal": r.terminal,
+                    "rivals": r.rivals,
                     "follows": r.follows,
                     "collapse": r.collapse,
                     "after_collapse": r.after_collapse,
@@ -818,6 +819,8 @@ class RuleEngine:
         for it in rest:
             home = "*job*" if it.rule.scope == "job" else self._home(it, ctx)
             groups[(it.rule.category or "", home)].append(it)
+            for rival in it.rule.rivals:  # the line fits these categories as well
+                groups[(rival, home)].append(it)
         for (category, home), its in groups.items():
             affected = sorted({self._home(i, ctx) for i in its} - {SCHEDULER_NODE})
             located = sorted({self._home(i, ctx) for i in its if i.rule.locates} - {SCHEDULER_NODE})
@@ -1470,6 +1473,11 @@ def render_markdown(engine: RuleEngine) -> str:
             )
         if d["terminal"]:
             lines.append("- terminal: causes at or after it (within clock skew) are teardown")
+        if d["rivals"]:
+            lines.append(
+                f"- rivals: also a candidate of {', '.join(d['rivals'])} at the same weight "
+                "(the line alone does not tell them apart)"
+            )
         if d["follows"]:
             lines.append(
                 f"- follows: where the observation named by `{d['follows']}` is present on the "

@@ -46,7 +46,8 @@ Attrs by kind (full list with examples: docs/parsers.md):
   nvlink_error: link, origin=cuda. nvlink_counter / gpu_ecc_uncorrectable (DCGM): origin,
   metric, value, delta; gpu_ecc_uncorrectable from CUDA: origin=cuda.
 - cuda_error: error (illegal_address, misaligned_address, launch_failure, device_assert,
-  illegal_instruction, launch_timeout, no_device, init_error, unknown, other), message.
+  illegal_instruction, launch_timeout, no_device, devices_unavailable, init_error, unknown,
+  other), message.
   cuda_oom: tried, total (gpu field from "GPU N has a total capacity").
 - ib_completion_error: status, status_name, vendor_err, opcode, direction, peer_port, host.
   ib_link_down / ib_link_up: driver (logs) or origin=metric, state, previous_state, delta;

@@ -297,6 +297,13 @@ class Rule(BaseModel):
         description="the observation names a remote peer (NCCL IB retry exceeded toward an IP): "
         "when the job's peer errors converge on one node, it is a symptom about that node",
     )
+    rivals: list[str] = Field(
+        default_factory=list,
+        description="causes: categories this observation fits as well as its own (the line "
+        "alone does not tell them apart: `CUDA error: unknown error` is a lost GPU or a driver "
+        "fault): it is also a candidate of each, at the same weight, so unless other evidence "
+        "decides, the result is ambiguous between them",
+    )
     follows: str | None = Field(
         default=None,
         description="attrs.<name> holding the code of an earlier observation of the same kind "
@@ -367,6 +374,11 @@ class Rule(BaseModel):
                 raise ValueError(f"node_from: {name!r} must be attrs.<name>")
         if (self.recovered_by is not None or self.terminal) and self.role != "cause":
             raise ValueError("recovered_by / terminal: only for causes")
+        if self.rivals and self.role != "cause":
+            raise ValueError("rivals: only for causes")
+        for cat in self.rivals:
+            if cat not in CATEGORIES or cat == self.category:
+                raise ValueError(f"rivals: {cat!r} is not another category")
         if self.follows is not None and not self.follows.startswith("attrs."):
             raise ValueError(f"follows: {self.follows!r} must be attrs.<name>")
         if self.after_collapse != "cause" and self.role != "cause":
