@@ -112,7 +112,7 @@ def test_plain_fallen_off_the_bus_and_the_driver_reprobe_are_one_fault(tmp_path:
         tmp_path,
         {
             "gpu-a/kern.log": """
-2026-11-02T10:20:00Z gpu-a kernel: nvidia-smi: Unable to query GPU 0000:b3:00.0: GPU has fallen off the bus.
+2026-11-02T10:20:00Z gpu-a kernel: NVRM: GPU 0000:b3:00.0: GPU has fallen off the bus.
 2026-11-02T10:20:01Z gpu-a kernel: NVRM: The NVIDIA probe routine failed for 1 device(s).
 """,
             "gpu-b/slurm.out": TERMINATED.format(n="gpu-b"),
