@@ -16,7 +16,11 @@ Node: the record's node, unless the parser's `node_from` group names a host in c
 with attrs.logged_on = the record's node. A line that starts with NCCL's `host:pid:tid [dev]`
 prefix moves every observation of it (not only the NCCL parsers') to that host and GPU, and in
 a file mixing several hosts, a host-less echo of a host-named line (same parser and time, a few
-lines apart) follows it.
+lines apart) follows it. Launcher prefixes (parsers.yaml `origins`) say where a gathered line
+came from: one naming a host (Ray `(Name pid=N, ip=A)`, kubectl `[pod/<pod>/<container>]`)
+moves the line's observations like the NCCL prefix; one naming a global rank (torchrun
+`[rankN]:`, mpirun `[j,N]<stderr>:`) or an srun task (`N: `) is resolved once all records are
+parsed, through the NCCL rank map or the file's task claims (_relabel_by_origin).
 
 Cluster-level lines (record node `nodes.CLUSTER_NODE`: slurmctld.log, Kubernetes events, a
 central syslog) come from no job node. Each observation goes to the job node(s) the parser's
