@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CASES  ?= samples
 
-.PHONY: setup run test bench bench-week ui screenshot lint docs clean
+.PHONY: setup run test bench bench-week quality ui screenshot lint docs clean
 
 setup: $(STAMP)
 
@@ -33,9 +33,16 @@ screenshot: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-## Speed and memory against grep on a generated 64-node case.
+## Speed and memory against grep on a generated 64-node case, then quality (below).
 bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py
+	$(BIN)/python bench/quality.py
+
+## Quality per labelled set (held-out h*, real-threads, samples), through the Dagster per-job
+## path and directly: top-1/top-3 suspect node, precision/recall per category, abstention,
+## false attributed; writes docs/quality.md.
+quality: $(STAMP)
+	$(BIN)/python bench/quality.py --write docs/quality.md
 
 ## A synthetic week of 10,000 small jobs: the window path through Dagster vs the engine
 ## directly, the weekly report's planted offenders, the per-job path on 1,000 (docs/fleet.md).

@@ -124,6 +124,10 @@ def comparable(result: AttributionResult | dict[str, Any]) -> dict[str, Any]:
     """The result as JSON, without the volatile fields."""
     data = result.model_dump(mode="json") if isinstance(result, AttributionResult) else result
     data = {k: v for k, v in data.items() if k not in VOLATILE}
+    # A context that names no cluster is filed under `default` (job_partition_key); a path
+    # that asks the harness's `default` cluster's static scheduler gets that name stamped.
+    if "cluster" in data and data["cluster"] is None:
+        data["cluster"] = "default"
     for ev in [link["evidence"] for link in data.get("symptom_chain", [])] + data.get(
         "evidence", []
     ):

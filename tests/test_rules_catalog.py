@@ -131,7 +131,13 @@ def test_rule_fires_in_a_job(rule) -> None:  # type: ignore[no-untyped-def]
     result = ENGINE.attribute(ctx, obs, [])
     AttributionResult.model_validate_json(result.model_dump_json())
     kinds = {(lk.kind, lk.role) for lk in result.symptom_chain}
-    if rule.role == "cause":
+    if rule.role == "cause" and rule.rivals:
+        # the line fits several categories: a candidate of each, nothing decides
+        assert result.status == "ambiguous", result.notes
+        assert {c.category for c in result.candidates} == {rule.category, *rule.rivals}
+        assert (rule.example.kind, "root_cause") in kinds
+        assert result.suspect_nodes == ["node-a"]
+    elif rule.role == "cause":
         assert result.status == "attributed", result.notes
         assert result.category == rule.category
         assert result.rule == rule.id

@@ -23,6 +23,24 @@ from attribution_dagster.connectors.base import (
 from attribution_dagster.models import ExecutionContext
 
 CONTEXT_FILE = "context.json"
+# The fields the case format (spec section 1) defines. Any other field is the writer's own:
+# kept and ignored when its value does not fit what this tool would read from it (another
+# tool's `"pods": {...}` object is not our list of pod placements), never a reason to reject.
+SPEC_FIELDS = frozenset(
+    {
+        "job_id",
+        "scheduler",
+        "cluster",
+        "state",
+        "exit_code",
+        "start",
+        "end",
+        "nodes",
+        "gpu_model",
+        "log_timezone",
+        "node_addresses",
+    }
+)
 
 
 class ContextError(Exception):
@@ -41,6 +59,27 @@ def _describe(err: dict) -> str:  # type: ignore[type-arg]
     value = err.get("input")
     shown = json.dumps(value)[:60] if not isinstance(value, (dict, list)) else type(value).__name__
     return f"field '{field}' is invalid ({err.get('msg', kind)}; got {shown})"
+
+
+def validate_context(data: dict) -> ExecutionContext:  # type: ignore[type-arg]
+    """An ExecutionContext from a parsed context object. A field outside the spec whose value
+    this tool cannot use (wrong type) is ignored: validation is retried without it, and the
+    value is dropped. Errors in spec fields raise ValidationError as before."""
+    dropped: set[str] = set()
+    while True:
+        try:
+            return ExecutionContext.model_validate(
+                {k: v for k, v in data.items() if k not in dropped}
+            )
+        except ValidationError as exc:
+            extra = {
+                str(e["loc"][0])
+                for e in exc.errors()
+                if e.get("loc") and str(e["loc"][0]) not in SPEC_FIELDS
+            }
+            if not extra or extra <= dropped:
+                raise
+            dropped |= extra
 
 
 class StaticContextClient:
@@ -68,7 +107,7 @@ class StaticContextClient:
         if not isinstance(data, dict):
             raise ContextError(f"{path}: expected a JSON object, got {type(data).__name__}")
         try:
-            ctx = ExecutionContext.model_validate(data)
+            ctx = validate_context(data)
         except ValidationError as exc:
             errors = exc.errors()
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -132,7 +171,7 @@ class StaticSchedulerClient:
                     try:
                         data = json.loads(line)
                         data.setdefault("cluster", self.cluster)
-                        yield f"{self.path}:{n}", ExecutionContext.model_validate(data)
+                        yield f"{self.path}:{n}", validate_context(data)
                     except (ValueError, ValidationError):
                         continue  # a damaged line is one job lost, not the listing
             return

@@ -131,6 +131,9 @@ def _link(text: str, draft: Draft) -> None:
         draft["fields"].setdefault("port", f"link {link}")
 
 
+_CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,4})")
+
+
 @decoder("xid")
 def decode_xid(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
     """Mnemonic from the table, and what the line itself says: fatality, event, link, action."""
@@ -163,6 +166,9 @@ def decode_xid(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
             attrs["action"] = (m.group(4) or RECOVERY_ACTIONS.get(to_code, "unknown")).strip()
             prev = int(m.group(1), 16)
             attrs["previous_action"] = (m.group(2) or RECOVERY_ACTIONS.get(prev, "unknown")).strip()
+    caused = _CAUSED_BY.search(msg)
+    if caused:  # XID 45 `Ch 00000001 caused by previous Xid 149`: the XID it follows
+        attrs["previous_xid"] = int(caused.group(1))
     if code == 13:
         for key, rx in (("gpc", _GPC), ("tpc", _TPC), ("sm", _SM)):
             m = rx.search(msg)
@@ -274,6 +280,13 @@ _OOM_TEXT = re.compile(
     r"|RESOURCE_EXHAUSTED: Out of memory while trying to allocate"  # JAX / XLA on GPU
 )
 
+# Out of HOST memory, whatever the exception's name says: Ray's memory monitor kills a task when
+# the node runs low on RAM and raises `ray.exceptions.OutOfMemoryError: Task was killed due to
+# the node running low on memory.` (not a GPU OOM).
+_HOST_OOM_EXC = re.compile(
+    r"^ray\.exceptions\.OutOfMemoryError\b|node running low on memory|RayOutOfMemoryError"
+)
+
 # An S3-compatible object store (checkpoints, datasets) that did not answer: botocore's
 # connection / timeout exceptions (`Read timeout on endpoint URL: "..."`, `Could not connect to
 # the endpoint URL: "..."`) and a ClientError the server itself raised (503 SlowDown,
@@ -296,14 +309,16 @@ def _object_store(exc_type: str, short: str, message: str) -> bool:
 
 
 def classify_exception(exc_type: str, message: str) -> str:
-    """nccl, cuda_oom, cuda, io, object_store, signal, child_failed or app: what the exception
-    is about."""
+    """nccl, host_oom, cuda_oom, cuda, io, object_store, signal, child_failed or app: what the
+    exception is about."""
     short = exc_type.rsplit(".", 1)[-1]
     both = f"{exc_type} {message}"
     if short == "ChildFailedError":
         return "child_failed"
     if short in ("SignalException", "KeyboardInterrupt", "SystemExit"):
         return "signal"
+    if _HOST_OOM_EXC.search(both):
+        return "host_oom"
     if _OOM_TEXT.search(both) and not short.startswith("nccl"):
         return "cuda_oom"
     if short.startswith("nccl") or _NCCL_TEXT.search(both):
@@ -353,6 +368,13 @@ _CUDA_ERRORS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"illegal instruction|ILLEGAL_INSTRUCTION"), "illegal_instruction"),
     (re.compile(r"launch timed out|LAUNCH_TIMEOUT"), "launch_timeout"),
     (re.compile(r"no CUDA-capable device|NO_DEVICE|driver version is insufficient"), "no_device"),
+    (
+        re.compile(
+            r"busy or unavailable|cudaErrorDevicesUnavailable|CUDA_ERROR_DEVICES_UNAVAILABLE"
+            r"|\berror=46\b|CUDA error 46\b"
+        ),
+        "devices_unavailable",
+    ),
     (re.compile(r"initialization error|NOT_INITIALIZED"), "init_error"),
     (re.compile(r"\b999\b|unknown error|CUDA_ERROR_UNKNOWN"), "unknown"),
     (re.compile(r"ECC error|ECC_UNCORRECTABLE"), "ecc_uncorrectable"),
@@ -697,8 +719,9 @@ def decode_torch_ranks(groups: dict[str, str | None], text: str, draft: Draft) -
 
 
 # Log-line prefixes that stand between a line's start and what the application printed:
-# ISO / RFC 3164 / dmesg stamps, an optional `host tag[pid]: `, srun's `N: ` task label and
-# torchrun's `[rankN]:` / `[defaultN]:`. Bounded quantifiers keep it linear on long lines.
+# ISO / RFC 3164 / dmesg stamps, an optional `host tag[pid]: `, and launcher prefixes: srun's
+# `N: ` task label, torchrun's `[rankN]:` / `[defaultN]:`, Ray's `(Name pid=N, ip=A)`, mpirun's
+# `[j,r]<stderr>:`, kubectl's `[pod/p/c]`. Bounded quantifiers keep it linear on long lines.
 _PREFIX = re.compile(
     r"^(?:(?:\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+-]\d\d:?\d\d)?"
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
@@ -706,7 +729,14 @@ _PREFIX = re.compile(
     r"|\[ {0,12}\d{1,12}\.\d{1,9}\])\s{1,4}"
     r"(?:std(?:out|err) [PF] )?"  # CRI container log: stream, partial/full tag
     r"(?:[\w.-]{1,64} [\w./-]{1,64}(?:\[\d{1,10}\])?: )?)?"
-    r"(?:\d{1,6}: )?(?:\[(?:rank|default)\d{0,7}\]:\s?)?"
+    # launcher prefixes (parsers.yaml `origins`): Ray `(Name pid=N, ip=A) `, kubectl
+    # `[pod/<pod>/<container>] `, srun `N: `, torchrun `[rankN]:` / `[defaultN]:`, mpirun
+    # `[j,r]<stderr>:`, several in a row
+    r"(?:\((?:raylet|(?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,10})(?:, ip=[0-9A-Fa-f.:]{3,45})?\)\s"
+    r"|\[pod/[\w.-]{1,253}/[\w.-]{1,253}\]\s"
+    r"|\s{0,6}\d{1,6}: "
+    r"|\[(?:rank|default)\d{0,7}\]:\s?"
+    r"|\[\d{1,6},\d{1,7}\]<(?:stdout|stderr|stddiag)>:\s?){0,4}"
 )
 
 
@@ -799,6 +829,7 @@ def decode_peer_ranks(groups: dict[str, str | None], text: str, draft: Draft) ->
         return False
     draft["attrs"]["peer_rank"] = int(first.group(0))
     return True
+
 
 _EVENT_ATTRS = [
     "event_reason", "event_type", "object", "namespace", "source", "first_seen", "last_seen",

@@ -309,6 +309,10 @@ class RuleEngine:
                     "yields_to": r.yields_to,
                     "recovered_by": list(r.recovered_by.kinds) if r.recovered_by else [],
                     "terminal": r.terminal,
+                    "rivals": r.rivals,
+                    "follows": r.follows,
+                    "collapse": r.collapse,
+                    "after_collapse": r.after_collapse,
                     "fallback": r.fallback,
                     "summary": r.summary,
                     "remediation": r.remediation,
@@ -338,6 +342,8 @@ class RuleEngine:
         unclassified: dict[str, int] = defaultdict(int)
         for obs in kept:
             rule = self.classify(obs, ctx.gpu_model, ctx.state)
+            if rule is not None and rule.follows:
+                rule = self._followed(obs, rule, kept, ctx) or rule
             if rule is None:
                 unclassified[obs.kind] += 1
                 continue
@@ -352,6 +358,7 @@ class RuleEngine:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(unclassified.items()))
             notes.append(f"no rule classified: {kinds}")
         notes.extend(self._repeat_notes(causes + symptoms))
+        self._downstream_of_collapse(causes, symptoms, settings, notes)
         pointed = self._peers_and_silence(ctx, observations, causes, symptoms, notes)
 
         base = dict(
@@ -560,6 +567,73 @@ class RuleEngine:
             )
         return pointed
 
+    def _followed(
+        self, obs: Observation, rule: Rule, kept: list[Observation], ctx: ExecutionContext
+    ) -> Rule | None:
+        """The rule of the observation `obs` says it follows (`follows`: XID 45 `caused by
+        previous Xid N` -> that node's XID N line, on the same GPU when both name one, logged
+        no later than `obs`), or None when that line is not present."""
+        assert rule.follows is not None
+        code = field_value(obs, rule.follows)
+        if code is None:
+            return None
+        t = _utc(obs.time) if obs.time_quality != "unknown" else None
+        for other in kept:
+            if (
+                other is obs
+                or other.kind != obs.kind
+                or other.node != obs.node
+                or str(other.code) != str(code)
+                or (obs.pci and other.pci and obs.pci != other.pci)
+            ):
+                continue
+            t2 = _utc(other.time) if other.time_quality != "unknown" else None
+            if t is not None and t2 is not None and t2 > t:
+                continue
+            named = self.classify(other, ctx.gpu_model, ctx.state)
+            if named is not None and not named.follows:
+                return named
+        return None
+
+    @staticmethod
+    def _downstream_of_collapse(
+        causes: list[Item], symptoms: list[Item], settings: AnalysisSettings, notes: list[str]
+    ) -> None:
+        """Rules with `after_collapse: symptom`: such a cause logged after the job's collective
+        collapse (a symptom whose rule has `collapse: true`: the first collective timeout,
+        watchdog teardown or NCCL abort) is one more way a rank fails once the collective is
+        gone, not what broke it: read as a symptom. "After" must be provable: a later line of
+        the same file as a collapse line, or an earliest possible time later than a collapse
+        line's latest possible time by more than the clock skew."""
+        marks = [s for s in symptoms if s.rule.collapse]
+        if not marks:
+            return
+        skew = settings.skew_seconds
+        by_file: dict[str, int] = {}
+        for m in marks:
+            path, line = m.obs.locator.stream, m.obs.locator.position
+            if line is not None and (path not in by_file or line < by_file[path]):
+                by_file[path] = line
+        first_hi = min(m.hi for m in marks)
+
+        def after(it: Item) -> bool:
+            path, line = it.obs.locator.stream, it.obs.locator.position
+            if line is not None and path in by_file and line > by_file[path]:
+                return True
+            return first_hi < _FAR_FUTURE and _secs(it.lo, first_hi) > skew
+
+        moved = [i for i in causes if i.rule.after_collapse == "symptom" and after(i)]
+        for it in moved:
+            causes.remove(it)
+            symptoms.append(it)
+        if moved:
+            kinds = ", ".join(sorted({i.obs.kind for i in moved}))
+            first = min(marks, key=lambda m: (m.hi, m.obs.locator.render()))
+            notes.append(
+                f"{len(moved)} error(s) ({kinds}) logged after the collective collapse "
+                f"({first.summary}) read as its symptoms, not as causes"
+            )
+
     @staticmethod
     def _bounds(
         obs: Observation, t: datetime | None, ctx: ExecutionContext
@@ -746,6 +820,8 @@ class RuleEngine:
         for it in rest:
             home = "*job*" if it.rule.scope == "job" else self._home(it, ctx)
             groups[(it.rule.category or "", home)].append(it)
+            for rival in it.rule.rivals:  # the line fits these categories as well
+                groups[(rival, home)].append(it)
         for (category, home), its in groups.items():
             affected = sorted({self._home(i, ctx) for i in its} - {SCHEDULER_NODE})
             located = sorted({self._home(i, ctx) for i in its if i.rule.locates} - {SCHEDULER_NODE})
@@ -1393,6 +1469,26 @@ def render_markdown(engine: RuleEngine) -> str:
             )
         if d["terminal"]:
             lines.append("- terminal: causes at or after it (within clock skew) are teardown")
+        if d["rivals"]:
+            lines.append(
+                f"- rivals: also a candidate of {', '.join(d['rivals'])} at the same weight "
+                "(the line alone does not tell them apart)"
+            )
+        if d["follows"]:
+            lines.append(
+                f"- follows: where the observation named by `{d['follows']}` is present on the "
+                "same node (and GPU), classified as that one; else by this rule"
+            )
+        if d["collapse"]:
+            lines.append(
+                "- collapse: marks the collective collapse; causes with `after_collapse: "
+                "symptom` logged after it are its symptoms"
+            )
+        if d["after_collapse"] == "symptom":
+            lines.append(
+                "- after_collapse: symptom: logged after the collective collapse (a later line "
+                "of the same file, or later beyond clock skew), it is a symptom of it"
+            )
         if d["fallback"]:
             lines.append("- fallback: a cause only when no other cause fits")
         if d["remediation"]:
@@ -1450,6 +1546,16 @@ _READING = [
     "verdict is no cause. Without such a pointer, an unattributed result still names the one "
     "node whose task ended on its own (srun `Exited with exit code N`, torchrun `exitcode: N`, "
     "0 < N < 128) when every other node's task was terminated after it.",
+    "",
+    "**Downstream of the collapse.** Once a collective has timed out or been aborted (a "
+    "symptom whose rule says `collapse: true`: the watchdog's collective timeout, its "
+    "teardown, an NCCL abort), every rank fails in whatever way it happens to: an absurd CUDA "
+    "OOM (`Tried to allocate more than 1EB`), an illegal memory access on each rank, a "
+    "segfault in teardown. A cause rule with `after_collapse: symptom` is read as a symptom "
+    "when its line is provably after the first collapse line: a later line of the same file, "
+    "or an earliest possible time later than the collapse line's latest by more than the "
+    "clock skew. Lines that cannot be ordered against the collapse (untimed, in other files) "
+    "stay causes. A note says how many were read so.",
     "",
     "**Silent nodes.** The files scanner reports each file's last timed line (found by the "
     "backward searches it already makes); Loki reports each stream's last bucket with lines "

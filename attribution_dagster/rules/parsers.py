@@ -16,7 +16,11 @@ Node: the record's node, unless the parser's `node_from` group names a host in c
 with attrs.logged_on = the record's node. A line that starts with NCCL's `host:pid:tid [dev]`
 prefix moves every observation of it (not only the NCCL parsers') to that host and GPU, and in
 a file mixing several hosts, a host-less echo of a host-named line (same parser and time, a few
-lines apart) follows it.
+lines apart) follows it. Launcher prefixes (parsers.yaml `origins`) say where a gathered line
+came from: one naming a host (Ray `(Name pid=N, ip=A)`, kubectl `[pod/<pod>/<container>]`)
+moves the line's observations like the NCCL prefix; one naming a global rank (torchrun
+`[rankN]:`, mpirun `[j,N]<stderr>:`) or an srun task (`N: `) is resolved once all records are
+parsed, through the NCCL rank map or the file's task claims (_relabel_by_origin).
 
 Cluster-level lines (record node `nodes.CLUSTER_NODE`: slurmctld.log, Kubernetes events, a
 central syslog) come from no job node. Each observation goes to the job node(s) the parser's
@@ -42,10 +46,12 @@ Attrs by kind (full list with examples: docs/parsers.md):
 - xid: mnemonic, subsystem, fatal (True/False/None from the text), event, link, action,
   action_code, previous_action (154), gpc/tpc/sm/detail (13), contained (94/95), pid, process;
   from DCGM: origin=dcgm, metric, value. sxid: fatal, link, switch.
-- gpu_lost: how / init. nvlink_error: link, origin=cuda. nvlink_counter / gpu_ecc_uncorrectable
-  (DCGM): origin, metric, value, delta; gpu_ecc_uncorrectable from CUDA: origin=cuda.
+- gpu_lost: how / init / call. gpu_driver_error: what (probe_failed, version_mismatch, ...).
+  nvlink_error: link, origin=cuda. nvlink_counter / gpu_ecc_uncorrectable (DCGM): origin,
+  metric, value, delta; gpu_ecc_uncorrectable from CUDA: origin=cuda.
 - cuda_error: error (illegal_address, misaligned_address, launch_failure, device_assert,
-  illegal_instruction, launch_timeout, no_device, init_error, unknown, other), message.
+  illegal_instruction, launch_timeout, no_device, devices_unavailable, init_error, unknown,
+  other), message.
   cuda_oom: tried, total (gpu field from "GPU N has a total capacity").
 - ib_completion_error: status, status_name, vendor_err, opcode, direction, peer_port, host.
   ib_link_down / ib_link_up: driver (logs) or origin=metric, state, previous_state, delta;
@@ -55,10 +61,11 @@ Attrs by kind (full list with examples: docs/parsers.md):
   rank, global_rank, seq, failure_detected / thread_terminated / process_down.
 - child_failed: host, rank, local_rank, exit_code, pid, signal, signal_name, failed_at,
   failures. process_exit: exit_code, signal, signal_name, how, tasks, local_rank, source_tool.
-- traceback: exc_type, message, family (nccl, cuda_oom, cuda, io, signal, child_failed, app),
-  errno. segfault: process, pid, library.
-- host_oom_kill: process, pid, invoker, constraint, task, task_pid, victim. cgroup_oom: events,
-  step, pid, process. kernel_panic: what (panic, soft_lockup, hard_lockup, hung_task, mce).
+- traceback: exc_type, message, family (nccl, host_oom, cuda_oom, cuda, io, signal,
+  child_failed, app), errno. segfault: process, pid, library.
+- host_oom_kill: process, pid, invoker (ray_memory_monitor: killed, address), constraint, task,
+  task_pid, victim. cgroup_oom: events, step, pid, process, what=srun_task (tasks, host).
+  kernel_panic: what (panic, soft_lockup, hard_lockup, hung_task, mce).
   node_unreachable: host / failed_host / not_responding; from an Event what (not_ready,
   rebooted).
 - lustre_error: rc (= code), target, op, nid, event=connection_lost. nfs_error: server.
@@ -101,6 +108,7 @@ from attribution_dagster.models import (
 )
 from attribution_dagster.nodes import CLUSTER_NODE, NodeIndex
 from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
+from attribution_dagster.rules.liveness import learn_ranks
 from attribution_dagster.rules.parse_metrics import (
     MetricExample,
     MetricNormalizer,
@@ -164,6 +172,42 @@ class ParserSpec(BaseModel):
     @classmethod
     def _anchors(cls, v: Any) -> Any:
         return [{"literal": a} if isinstance(a, str) else a for a in v]
+
+
+class OriginExample(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    line: str
+    expect: dict[str, Any]  # host / rank / task / local_rank the line's prefixes name
+
+
+class OriginSpec(BaseModel):
+    """A launcher prefix naming where a line came from (parsers.yaml `origins:`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    description: str = ""
+    regex: str
+    examples: list[OriginExample] = Field(min_length=1)
+
+    @field_validator("regex")
+    @classmethod
+    def _groups(cls, v: str) -> str:
+        try:
+            rx = re.compile(v)
+        except re.error as e:
+            raise ValueError(f"bad regex: {e}") from e
+        unknown = set(rx.groupindex) - set(ORIGIN_KEYS)
+        if unknown:
+            raise ValueError(f"groups must be among {ORIGIN_KEYS}, got {sorted(rx.groupindex)}")
+        return v
+
+
+ORIGIN_KEYS = ("host", "rank", "task", "local_rank")
+# a timestamp before the launcher prefixes (the files scanner keeps the raw line)
+_LEAD_STAMP = re.compile(
+    r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+-]\d\d:?\d\d)?"
+    r"|\[(?:\d|[A-Z][a-z]{2} )[^\]]{0,40}\])\s{1,4}"
+)
 
 
 def _inline_time(value: Any, ctx: ExecutionContext | None) -> datetime | None:
@@ -358,8 +402,6 @@ def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
     return _index(ctx).resolve(host)
 
 
-_SRUN_LABEL = re.compile(r"^\s{0,6}(\d{1,6}): ")
-
 # NCCL's debug prefix `host:pid:tid [cudaDev]` says which host (and CUDA device) emitted the
 # line, whatever the line then reports (`mlp-n03:2211409:2213001 [5] include/alloc.h:193 NCCL
 # WARN Cuda failure 'uncorrectable ECC error encountered'`). Up to ~120 characters of timestamp /
@@ -383,54 +425,65 @@ def _task_ids(spec: str) -> set[int]:
     return out
 
 
-def _relabel_srun_tasks(
-    per_record: list[tuple[RawRecord, list[Observation]]], ctx: ExecutionContext | None
+def _relabel_by_origin(
+    per_record: list[tuple[RawRecord, list[Observation]]],
+    ctx: ExecutionContext | None,
+    origin_of: Any,
 ) -> list[tuple[RawRecord, list[Observation]]]:
-    """srun gathers every task's output into one file on the batch host (`slurm-<job>.out`),
-    each line labelled `N: ` (srun --label). The file's node is then not where task N ran.
-    Where the same file says which host ran task N (`srun: error: <host>: task N: ...`, or a
-    labelled line naming its host, e.g. NCCL `N: host:pid:tid`), a labelled observation is
-    moved to that host, with attrs.logged_on = the node whose log held it. Tasks claimed by
-    two hosts are left alone."""
+    """Launcher labels that name a rank or an srun task, not a host (parsers.yaml `origins`).
+
+    srun gathers every task's output into one file on the batch host (`slurm-<job>.out`), each
+    line labelled `N: ` (srun --label); torchrun and mpirun label each line with the global
+    rank (`[rank7]:`, `[1,7]<stderr>:`). The file's node is then not where the line came from.
+    A task is resolved per file (`srun: error: <host>: task N: ...`, or a labelled line naming
+    its host, e.g. NCCL `N: host:pid:tid`), a rank job-wide (the world communicator's NCCL init
+    lines, or a rank-labelled line naming its host). A labelled observation is moved to that
+    host, with attrs.logged_on = the node whose log held it. A task or rank claimed by two hosts
+    is left alone; a rank that resolves wins over the srun task around it."""
     if ctx is None:
         return per_record
-    hosts: dict[str, dict[int, str | None]] = {}
+    tasks: dict[str, dict[int, str | None]] = {}
+    ranks: dict[int, str | None] = dict(learn_ranks(ctx, (o for _, obs in per_record for o in obs)))
+    origins: list[dict[str, Any]] = []
 
-    def claim(path: str, task: int, node: str) -> None:
-        m = hosts.setdefault(path, {})
-        m[task] = node if m.get(task, node) == node else None
+    def claim(table: dict[int, str | None], key: int, node: str) -> None:
+        table[key] = node if table.get(key, node) == node else None
 
     for rec, obs in per_record:
+        origin = origin_of(rec.text) if obs else {}
+        origins.append(origin)
         path = rec.locator.stream
-        label = _SRUN_LABEL.match(rec.text)
         for o in obs:
             if o.node not in ctx.nodes:
                 continue
-            if o.parser == "srun_task_exit" and isinstance(o.attrs.get("tasks"), str):
-                if o.attrs.get("host") is not None and _resolve_host(str(o.attrs["host"]), ctx):
-                    for t in _task_ids(str(o.attrs["tasks"])):
-                        claim(path, t, o.node)
-            elif label and "logged_on" in o.attrs:
-                claim(path, int(label.group(1)), o.node)
-    if not hosts:
+            spec = o.attrs.get("tasks")
+            if isinstance(spec, str) and o.attrs.get("host") is not None:
+                if _resolve_host(str(o.attrs["host"]), ctx):
+                    for t in _task_ids(spec):
+                        claim(tasks.setdefault(path, {}), t, o.node)
+            elif "logged_on" in o.attrs and "host" not in origin:
+                if "task" in origin:
+                    claim(tasks.setdefault(path, {}), origin["task"], o.node)
+                if "rank" in origin:
+                    claim(ranks, origin["rank"], o.node)
+    if not any(tasks.values()) and not any(ranks.values()):
         return per_record
     out: list[tuple[RawRecord, list[Observation]]] = []
-    for rec, obs in per_record:
-        label = _SRUN_LABEL.match(rec.text)
-        table = hosts.get(rec.locator.stream)
-        host = table.get(int(label.group(1))) if label and table else None
-        if host is None or host == rec.node:
+    for (rec, obs), origin in zip(per_record, origins, strict=True):
+        host, label = None, {}
+        if "rank" in origin and ranks.get(origin["rank"]):
+            host, label = ranks[origin["rank"]], {"launcher_rank": origin["rank"]}
+        elif "task" in origin:
+            table = tasks.get(rec.locator.stream) or {}
+            host, label = table.get(origin["task"]), {"srun_task": origin["task"]}
+        if "host" in origin or host is None or host == rec.node:
             out.append((rec, obs))
             continue
-        task = int(label.group(1))  # type: ignore[union-attr]
         moved = [
             o
             if "logged_on" in o.attrs or o.node != rec.node
             else o.model_copy(
-                update={
-                    "node": host,
-                    "attrs": {**o.attrs, "logged_on": rec.node, "srun_task": task},
-                }
+                update={"node": host, "attrs": {**o.attrs, "logged_on": rec.node, **label}}
             )
             for o in obs
         ]
@@ -516,7 +569,13 @@ def _sort_key(o: Observation) -> tuple[int, float, str, str]:
 class ParserCatalog:
     """Compiled parsers plus metric specs; build with load_catalog()."""
 
-    def __init__(self, parsers: list[ParserSpec], metrics: list[MetricSpec], noise: list[str]):
+    def __init__(
+        self,
+        parsers: list[ParserSpec],
+        metrics: list[MetricSpec],
+        noise: list[str],
+        origins: list[OriginSpec] | None = None,
+    ):
         ids = [p.id for p in parsers] + [m.id for m in metrics]
         dupes = {i for i in ids if ids.count(i) > 1}
         if dupes:
@@ -526,6 +585,8 @@ class ParserCatalog:
                 if k is not None and k not in OBSERVATION_KINDS:
                     raise CatalogError(f"metric {m.id}: kind {k!r} is not in OBSERVATION_KINDS")
         self.parsers = [Parser(p, i) for i, p in enumerate(parsers)]
+        self.origin_specs = list(origins or [])
+        self._origins = [(o.id, re.compile(o.regex)) for o in self.origin_specs]
         self.metric_specs = metrics
         self.noise = noise
         self._metrics = MetricNormalizer(metrics)
@@ -552,6 +613,32 @@ class ParserCatalog:
         `last_only`, also the literals of which a scanner keeps only each file's last line
         (progress: the local-files scanner finds it near each block end, no extra pass)."""
         return [a for a in self._anchors if last_only or not a.last_only]
+
+    def origin(self, text: str) -> dict[str, Any]:
+        """What the launcher prefixes at the start of a line name (`origins` in parsers.yaml):
+        {host, rank, task, local_rank} as far as given; several prefixes in a row are read,
+        after an optional leading timestamp; where two name the same key the inner one wins."""
+        line = text[:512].split("\n", 1)[0]
+        pos, found = 0, {}
+        for attempt in range(2):
+            while True:
+                for _, rx in self._origins:
+                    m = rx.match(line, pos)
+                    if m is not None and m.end() > pos:
+                        for k, v in m.groupdict().items():
+                            if v is not None:
+                                found[k] = v if k == "host" else int(v)
+                        pos = m.end()
+                        break
+                else:
+                    break
+            if found or attempt:
+                break
+            stamp = _LEAD_STAMP.match(line)
+            if stamp is None:
+                break
+            pos = stamp.end()
+        return found
 
     def parse_line(self, line: str) -> list[tuple[Parser, dict[str, Any]]]:
         """Matches of one line (first line of a record) in catalog order: (parser, draft)."""
@@ -628,6 +715,7 @@ class ParserCatalog:
             return []
         out: list[Observation] = []
         origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
+        launcher_host = self.origin(line).get("host") if ctx is not None else None
         cluster = rec.node == CLUSTER_NODE
         # A Kubernetes Event's line may also match a parser of the message it quotes (an
         # OOMKilling's `Memory cgroup out of memory: Killed process ...` is a cgroup_oom too).
@@ -656,6 +744,11 @@ class ParserCatalog:
                     hosts = [host]
                     if draft["fields"].get("gpu") is None:
                         draft["fields"]["gpu"] = int(origin.group("dev"))
+            if not hosts and launcher_host and not draft.get("node_host"):
+                # a launcher prefix naming the host (Ray `ip=`, kubectl `[pod/<pod>/...]`)
+                host = _resolve_host(launcher_host, ctx)
+                if host is not None:
+                    hosts = [host]
             if not hosts and cluster and ctx is not None:
                 # no host group resolved: the job nodes the line names at all
                 hosts = _index(ctx).named_in(line)
@@ -716,7 +809,8 @@ class ParserCatalog:
                 continue
             seen.add(key)
             per_record.append((rec, self.parse_record(rec, ctx)))
-        for _, obs in _follow_echoes(_relabel_srun_tasks(per_record, ctx), ctx):
+        relabelled = _relabel_by_origin(per_record, ctx, self.origin)
+        for _, obs in _follow_echoes(relabelled, ctx):
             out.extend(obs)
         out.extend(self.normalize_samples(raw.samples, ctx))
         out.extend(tails)
@@ -844,7 +938,11 @@ def _read(path: Path) -> ParserCatalog:
         metrics = [MetricSpec.model_validate(m) for m in data.get("metrics") or []]
     except ValueError as e:
         raise CatalogError(f"{path}: {e}") from e
-    return ParserCatalog(parsers, metrics, list(data.get("noise") or []))
+    try:
+        origins = [OriginSpec.model_validate(o) for o in data.get("origins") or []]
+    except ValueError as e:
+        raise CatalogError(f"{path}: origins: {e}") from e
+    return ParserCatalog(parsers, metrics, list(data.get("noise") or []), origins)
 
 
 @functools.lru_cache(maxsize=4)
@@ -953,6 +1051,25 @@ def markdown(catalog: ParserCatalog | None = None) -> str:
                 f"- `{r['metrics'][0]}{{{labels}}}` = {values} -> `{ex['expect']}`",
             ]
         lines.append("")
+    lines += [
+        "## Launcher prefixes (origins)",
+        "",
+        "A launcher that gathers many processes' output into one file prefixes each line with",
+        "its origin; the line is evidence about the node the prefix names (a host or IP through",
+        "`node_addresses` / `pods`, a global rank through the NCCL rank map, an srun task through",
+        "the file's `srun: error: <host>: task N` lines), with `attrs.logged_on` = the node whose",
+        "log held it. A parser's own host group and NCCL's `host:pid:tid [dev]` prefix come first.",
+        "",
+        "| id | names | example |",
+        "| --- | --- | --- |",
+    ]
+    for o in cat.origin_specs:
+        ex = o.examples[0]
+        names = ", ".join(f"{k}={v}" for k, v in ex.expect.items()) or "-"
+        lines.append(
+            f"| `{o.id}` | {_md_escape(o.description)} ({names}) | `{_md_escape(ex.line[:90])}` |"
+        )
+    lines.append("")
     lines += ["## Lines that must produce nothing", ""]
     for n in cat.noise:
         lines += ["```", n, "```"]

@@ -297,6 +297,34 @@ class Rule(BaseModel):
         description="the observation names a remote peer (NCCL IB retry exceeded toward an IP): "
         "when the job's peer errors converge on one node, it is a symptom about that node",
     )
+    rivals: list[str] = Field(
+        default_factory=list,
+        description="causes: categories this observation fits as well as its own (the line "
+        "alone does not tell them apart: `CUDA error: unknown error` is a lost GPU or a driver "
+        "fault): it is also a candidate of each, at the same weight, so unless other evidence "
+        "decides, the result is ambiguous between them",
+    )
+    follows: str | None = Field(
+        default=None,
+        description="attrs.<name> holding the code of an earlier observation of the same kind "
+        "this one says it is caused by (XID 45 `caused by previous Xid N`): where that "
+        "observation is present on the same node (and GPU, when both name one), this one is "
+        "classified by the rule that classifies it (it follows the named fault); where absent, "
+        "by this rule",
+    )
+    collapse: bool = Field(
+        default=False,
+        description="symptoms: this observation marks the job's collective collapse (a "
+        "collective timeout, the watchdog's teardown, an NCCL abort): from here on every rank "
+        "fails in whatever way it happens to fail",
+    )
+    after_collapse: Literal["cause", "symptom"] = Field(
+        default="cause",
+        description="causes: `symptom` = logged after the collapse (provably later than a "
+        "`collapse` observation: a later line of the same file, or a later time beyond clock "
+        "skew), the observation is downstream of it and read as a symptom, not a cause (an "
+        "absurd CUDA OOM, an illegal memory access on every rank)",
+    )
     shared: Shared | None = None
     repeat: Repeat | None = None
     summary: str = Field(min_length=1)
@@ -346,6 +374,17 @@ class Rule(BaseModel):
                 raise ValueError(f"node_from: {name!r} must be attrs.<name>")
         if (self.recovered_by is not None or self.terminal) and self.role != "cause":
             raise ValueError("recovered_by / terminal: only for causes")
+        if self.rivals and self.role != "cause":
+            raise ValueError("rivals: only for causes")
+        for cat in self.rivals:
+            if cat not in CATEGORIES or cat == self.category:
+                raise ValueError(f"rivals: {cat!r} is not another category")
+        if self.follows is not None and not self.follows.startswith("attrs."):
+            raise ValueError(f"follows: {self.follows!r} must be attrs.<name>")
+        if self.after_collapse != "cause" and self.role != "cause":
+            raise ValueError("after_collapse: only for causes")
+        if self.collapse and self.role != "symptom":
+            raise ValueError("collapse: only for symptoms")
         return self
 
     def applies(self, gpu_model: str | None, state: JobState | None) -> bool:
