@@ -189,17 +189,18 @@ def run(
             liveness=mode == "liveness",
         )
         t0 = time.perf_counter()
-        records, cov = LokiClient(cfg).fetch_logs(ctx, anchors, window).pair()
+        batch = LokiClient(cfg).fetch_logs(ctx, anchors, window)
+        records, cov = batch.pair()
         seconds = time.perf_counter() - t0
     finally:
         fake.server.shutdown()
         fake.server.server_close()
     tails: dict[str, datetime] = {}
-    for t in cov.file_tails:
+    for t in batch.tails:
         end = t.time_latest or t.time  # an exact tail: a silent node's last line, read exactly
         tails[t.node] = max(tails.get(t.node, end), end)  # type: ignore[type-var,arg-type]
     last_progress: dict[str, datetime] = {}
-    for r in cov.file_progress:
+    for r in batch.progress:
         last_progress[r.node] = max(last_progress.get(r.node, r.time), r.time)  # type: ignore[type-var,arg-type]
     return {
         "mode": mode or ("pushdown" if pushdown else "unfiltered"),

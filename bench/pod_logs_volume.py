@@ -105,13 +105,14 @@ def main() -> None:
             cfg["max_bytes_per_pod"] = cap
         client = PodLogsConfig.model_validate(cfg).client("bench")
         t0, c0 = time.perf_counter(), time.thread_time()
-        records, cov = client.fetch_logs(ctx, catalog().anchors(last_only=True), window).pair()
+        batch = client.fetch_logs(ctx, catalog().anchors(last_only=True), window)
+        records, cov = batch.pair()
         dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
         print(
             f"pod_logs, {args.nodes} pods x {args.lines} lines ({total / 1e6:.0f} MB of logs), "
             f"max_bytes_per_pod={cap or cfg.get('max_bytes_per_pod', 'default')}: "
             f"{cov.queries} requests, {cov.bytes / 1e6:.1f} MB received, {cov.lines} lines, "
-            f"{len(records)} kept, {len(cov.file_tails)} tails, {len(cov.file_progress)} "
+            f"{len(records)} kept, {len(batch.tails)} tails, {len(batch.progress)} "
             f"progress, {dt:.2f} s wall, {cpu:.2f} s CPU; {'; '.join(cov.errors[:1])}"
         )
     fake.server.shutdown()
