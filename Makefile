@@ -31,6 +31,7 @@ screenshot: $(STAMP)
 
 ## The test suite (PostgreSQL / Prometheus tests use servers that .ci/run starts).
 test: $(STAMP)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 ## Speed and memory against grep on a generated 64-node case, then quality (below).
@@ -55,7 +56,7 @@ lint: $(STAMP)
 ## Regenerate the parser and rule catalogs in docs/.
 docs: $(STAMP)
 	$(BIN)/python -m attribution_dagster.rules.parsers --markdown > docs/parsers.md
-	$(BIN)/python -m attribution_dagster.rules.engine --markdown > docs/rules.md
+	$(BIN)/python -m attribution_dagster.rules.engine.engine --markdown > docs/rules.md
 
 clean:
 	rm -rf $(VENV) .attribution .dagster .pytest_cache .hypothesis build *.egg-info

@@ -1,4 +1,4 @@
-"""The Dagster code location: one `Definitions`, configured by `attribution_dagster.config`.
+"""The Dagster code location: one `Definitions`, configured by `attribution_dagster.core.config`.
 
 Loaded by `workspace.yaml` (`dagster dev -w workspace.yaml`, `make ui`) and by
 `local_run` (`make run`). Configuration: see config.py (YAML file and/or ATTRIBUTION_*
@@ -20,8 +20,9 @@ from dagster import (
 from attribution_dagster.assets import build_job_assets
 from attribution_dagster.assets.per_window import build_window_assets, fleet_resource
 from attribution_dagster.assets.reports import build_report_assets, build_report_schedule
-from attribution_dagster.config import AttributionConfig, load_config
-from attribution_dagster.instance_tuning import tune_local_instance
+from attribution_dagster.core.config import AttributionConfig, load_config
+from attribution_dagster.core.database import default_sqlite_url
+from attribution_dagster.instance.tuning import tune_local_instance
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
@@ -39,7 +40,6 @@ from attribution_dagster.sensors import (
     placement_resource_key,
 )
 from attribution_dagster.sensors.retention import build_job_retention_sensor
-from attribution_dagster.sinks.sql import default_sqlite_url
 
 ATTRIBUTE_JOB = "attribute_job"
 

@@ -28,9 +28,9 @@ from typing import Any, Literal
 from sqlalchemy import and_, exists, func, select
 
 from attribution_dagster import pipeline
-from attribution_dagster.clusters import Cluster
 from attribution_dagster.connectors.base import JobQuery
-from attribution_dagster.models import AnalysisSettings, AttributionResult, ExecutionContext
+from attribution_dagster.connectors.clusters import Cluster
+from attribution_dagster.core.models import AnalysisSettings, AttributionResult, ExecutionContext
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table, windows_table
 
 Granularity = Literal["hourly", "daily"]

@@ -15,11 +15,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from attribution_dagster.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.base import SourceLimits, failed_coverage
-from attribution_dagster.connectors.files import LocalFilesClient
-from attribution_dagster.connectors.static import StaticContextClient
-from attribution_dagster.models import (
+from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
+from attribution_dagster.connectors.files.client import LocalFilesClient
+from attribution_dagster.connectors.static.client import StaticContextClient
+from attribution_dagster.core.models import (
     AnalysisSettings,
     AttributionResult,
     ExecutionContext,
@@ -30,7 +30,7 @@ from attribution_dagster.models import (
     RawRecord,
     SourceCoverage,
 )
-from attribution_dagster.rules.engine import RuleEngine, load_engine
+from attribution_dagster.rules.engine.engine import RuleEngine, load_engine
 from attribution_dagster.rules.parsers import ParserCatalog, load_catalog
 
 _catalog: ParserCatalog | None = None

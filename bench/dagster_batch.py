@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 def snapshot(cases_root: Path, out: Path, attempts: int = 5) -> list[Path]:
     """Copy the readable cases once (the samples may be regenerated while we run)."""
-    from attribution_dagster.local_run import discover_cases
+    from attribution_dagster.cli.local_run import discover_cases
 
     for attempt in range(attempts):
         shutil.rmtree(out, ignore_errors=True)
@@ -65,8 +65,8 @@ def replicate(cases_root: Path, out: Path, n: int) -> int:
 def measure_direct(cases: Path, work: Path, per_run: int) -> dict:
     """The assets' work without Dagster: engine per case, results to the sink per run."""
     from attribution_dagster import pipeline
-    from attribution_dagster.connectors.static import StaticContextClient
-    from attribution_dagster.models import AnalysisSettings
+    from attribution_dagster.connectors.static.client import StaticContextClient
+    from attribution_dagster.core.models import AnalysisSettings
     from attribution_dagster.sinks.sql import SqlSink
 
     sink = SqlSink(f"sqlite:///{work}/results-direct.db")
@@ -87,7 +87,7 @@ def measure_direct(cases: Path, work: Path, per_run: int) -> dict:
 
 
 def measure(cases: Path, work: Path, batch: bool, per_run: int, ephemeral: bool) -> dict:
-    from attribution_dagster.local_run import run_cases_report
+    from attribution_dagster.cli.local_run import run_cases_report
 
     tag = "batch" if batch else "single"
     db = work / f"results-{tag}.db"

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from fake_http import start_fake_http  # noqa: E402
 
-from attribution_dagster.connectors.pod_logs import PodLogsConfig  # noqa: E402
-from attribution_dagster.models import ExecutionContext, PodRef  # noqa: E402
+from attribution_dagster.connectors.pod_logs.client import PodLogsConfig  # noqa: E402
+from attribution_dagster.core.models import ExecutionContext, PodRef  # noqa: E402
 from attribution_dagster.pipeline import catalog  # noqa: E402
 
 START = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
@@ -95,7 +95,7 @@ def main() -> None:
             for i, n in enumerate(nodes)
         ],
     )
-    from attribution_dagster.models import AnalysisSettings
+    from attribution_dagster.core.models import AnalysisSettings
 
     window = AnalysisSettings().window(ctx)
     total = sum(len(b) for b in bodies.values())

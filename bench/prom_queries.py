@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from attribution_dagster import pipeline  # noqa: E402
-from attribution_dagster.connectors.prometheus import (  # noqa: E402
+from attribution_dagster.connectors.prometheus.client import (  # noqa: E402
     PrometheusClient,
     PrometheusConfig,
     catalog_families,
@@ -47,7 +47,7 @@ from attribution_dagster.connectors.prometheus import (  # noqa: E402
     promql_string,
     step_seconds,
 )
-from attribution_dagster.models import AnalysisSettings, ExecutionContext, RawEvidence  # noqa: E402
+from attribution_dagster.core.models import AnalysisSettings, ExecutionContext, RawEvidence  # noqa: E402
 
 UTC = timezone.utc
 START = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)

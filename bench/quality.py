@@ -121,7 +121,7 @@ def direct(cases: list[Path]) -> dict[Path, Got]:
 def dagster(cases: list[Path]) -> dict[Path, Got]:
     """Every case through the per-job Dagster path, one run per partition, as `attribution run
     --no-batch` does; results are read back from the SQLite sink the assets wrote."""
-    from attribution_dagster.local_run import discover_cases, run_cases_report
+    from attribution_dagster.cli.local_run import discover_cases, run_cases_report
 
     out: dict[Path, Got] = {case: Got() for case in cases}
     with tempfile.TemporaryDirectory(prefix="quality-") as tmp:

@@ -40,8 +40,8 @@ _ENV = {
 SCANNER_ONLY = """
 import sys, time
 from pathlib import Path
-from attribution_dagster.connectors.files import LocalFilesClient
-from attribution_dagster.models import AnalysisSettings
+from attribution_dagster.connectors.files.client import LocalFilesClient
+from attribution_dagster.core.models import AnalysisSettings
 from attribution_dagster.pipeline import catalog, load_context
 case = Path(sys.argv[1])
 ctx = load_context(case)
@@ -103,8 +103,8 @@ def heldout_scores() -> dict[str, tuple[int, int, float]]:
     per-job Dagster assets (`attribution run`'s path) on a temporary SQLite instance."""
     import tempfile
 
-    from attribution_dagster.local_run import run_cases_report
-    from attribution_dagster.models import AnalysisSettings
+    from attribution_dagster.cli.local_run import run_cases_report
+    from attribution_dagster.core.models import AnalysisSettings
     from attribution_dagster.pipeline import analyze_case
 
     expected = {

@@ -78,9 +78,9 @@ def run_dagster(out: Path, cfg_path: Path) -> tuple[float, list[float]]:
         WINDOW_DIM,
         build_window_assets,
     )
-    from attribution_dagster.config import load_config
+    from attribution_dagster.cli.local_run import QUIET_RUN_CONFIG, open_instance
+    from attribution_dagster.core.config import load_config
     from attribution_dagster.definitions import build_resources
-    from attribution_dagster.local_run import QUIET_RUN_CONFIG, open_instance
 
     for p in (out / "dagster-results.db", out / "dagster"):
         if p.is_dir():
@@ -127,7 +127,7 @@ def run_dagster(out: Path, cfg_path: Path) -> tuple[float, list[float]]:
 def run_direct(out: Path, jobs_path: Path) -> float:
     """The same jobs, engine called directly in this process, results written in chunks."""
     from attribution_dagster import pipeline
-    from attribution_dagster.models import AnalysisSettings, ExecutionContext
+    from attribution_dagster.core.models import AnalysisSettings, ExecutionContext
     from attribution_dagster.sinks.sql import SqlSink
 
     db = out / "direct-results.db"
@@ -152,7 +152,7 @@ def run_direct(out: Path, jobs_path: Path) -> float:
 
 def run_per_job(out: Path, n: int) -> tuple[int, float]:
     """The per-job path over the first shard of cases (1,000 jobs), 100 partitions per run."""
-    from attribution_dagster.local_run import run_cases_report
+    from attribution_dagster.cli.local_run import run_cases_report
 
     root = out / "cases" / "00"
     db = out / "per-job-results.db"
@@ -164,7 +164,7 @@ def run_per_job(out: Path, n: int) -> tuple[int, float]:
     sub.mkdir()
     for c in cases:
         os.symlink(c, sub / c.name)
-    from attribution_dagster.connectors.static import StaticContextClient
+    from attribution_dagster.connectors.static.client import StaticContextClient
 
     if len(StaticContextClient().list_cases(sub)) != len(cases):
         # rglob does not follow symlinked directories on every Python: copy instead
@@ -180,7 +180,7 @@ def run_per_job(out: Path, n: int) -> tuple[int, float]:
 
 
 def check_report(out: Path) -> tuple[list[str], list[str]]:
-    from attribution_dagster import report
+    from attribution_dagster.reports import weekly as report
 
     rep = report.build_report(f"sqlite:///{out}/dagster-results.db", "2026-W46",
                               week_data.CLUSTER)

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from attribution_dagster.connectors.promtext import PromFile, iter_samples  # noqa: E402
+from attribution_dagster.core.formats.promtext import PromFile, iter_samples  # noqa: E402
 
 CASE_LABEL = "attribution_case"
 

@@ -44,7 +44,7 @@ mkdir -p "$DAGSTER_HOME"
 "$VENV_BIN/python" - <<PY
 from pathlib import Path
 import os
-from attribution_dagster.local_run import run_cases_report
+from attribution_dagster.cli.local_run import run_cases_report
 r = run_cases_report(Path(os.environ["ATTRIBUTION_CASE_ROOT"]), os.environ["ATTRIBUTION_SINK_URL"],
                      instance_dir=Path(os.environ["DAGSTER_HOME"]))
 print(f"screenshot: {len(r.results)} jobs attributed into the instance")

@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 VENV_BIN=${VENV_BIN:-.venv/bin}
 export DAGSTER_HOME="$PWD/.dagster"
 mkdir -p "$DAGSTER_HOME"
-# A new instance: no telemetry, batched event writes (attribution_dagster/instance_storage.py)
+# A new instance: no telemetry, batched event writes (attribution_dagster/instance/storage.py)
 "$VENV_BIN/python" -c 'import sys, pathlib
-from attribution_dagster.local_run import write_instance_yaml
+from attribution_dagster.cli.local_run import write_instance_yaml
 write_instance_yaml(pathlib.Path(sys.argv[1]))' "$DAGSTER_HOME"
 # Runs are created (planned events written) by the daemon and the webserver, which do not
 # import the code location: give them the run workers' event settings (instance_tuning.py).

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+# Fakes of back-ends and case builders, imported by name from any test folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fakes"))
 
 SAMPLES_ROOT = Path(__file__).resolve().parents[1] / "samples"
 

@@ -49,8 +49,8 @@ from typing import Any
 
 import yaml
 
-from attribution_dagster.connectors.static import StaticContextClient
-from attribution_dagster.models import AttributionResult, ExecutionContext
+from attribution_dagster.connectors.static.client import StaticContextClient
+from attribution_dagster.core.models import AttributionResult, ExecutionContext
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
@@ -184,7 +184,7 @@ def as_exported(result: dict[str, Any]) -> dict[str, Any]:
     """What an export can reproduce: the result without the coverage counts of lines read
     and not kept, nor the note counting damaged lines (export.NOT_REPRODUCED, DAMAGE_NOTE):
     an export keeps every line the analysis kept, not every byte it read."""
-    from attribution_dagster.export import DAMAGE_NOTE, NOT_REPRODUCED
+    from attribution_dagster.reports.export import DAMAGE_NOTE, NOT_REPRODUCED
 
     r = dict(result)
     r["coverage"] = [
@@ -261,7 +261,7 @@ class Env:
         for c in self.cases:
             _link_tree(c.path, self.clusters_dir / c.cluster / c.flat)
         self.dagster_home.mkdir(parents=True)
-        from attribution_dagster.local_run import write_instance_yaml
+        from attribution_dagster.cli.local_run import write_instance_yaml
 
         write_instance_yaml(self.dagster_home)
         first = min(c.ctx.end for c in self.cases).astimezone(timezone.utc).date()
@@ -328,7 +328,7 @@ class Env:
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
-    from attribution_dagster.cli import main
+    from attribution_dagster.cli.app import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -424,7 +424,7 @@ def path_run_oop(env: Env, cases: list[Case], per_run: int = 100) -> dict[str, A
     )
 
     from attribution_dagster.assets.per_job import JOBS_PARTITIONS
-    from attribution_dagster.local_run import _contiguous_chunks
+    from attribution_dagster.cli.local_run import _contiguous_chunks
 
     url = env.db("defs")
     _clear_results(url)
@@ -485,7 +485,7 @@ def path_sensor(env: Env, cases: list[Case]) -> dict[str, Any]:
             assert len(requests) == len(cases), (
                 f"the sensor requested {len(requests)} of the {len(cases)} cases' runs"
             )
-            from attribution_dagster.local_run import QUIET_RUN_CONFIG
+            from attribution_dagster.cli.local_run import QUIET_RUN_CONFIG
 
             for r in requests:
                 job.execute_in_process(
@@ -504,7 +504,7 @@ def path_scheduler_sensor(env: Env, cases: list[Case]) -> dict[str, Any]:
     from dagster import build_sensor_context
 
     from attribution_dagster.assets.per_job import JOBS_PARTITIONS
-    from attribution_dagster.local_run import QUIET_RUN_CONFIG
+    from attribution_dagster.cli.local_run import QUIET_RUN_CONFIG
     from attribution_dagster.sensors.scheduler import SchedulerCursor, sensor_name
 
     url = env.db("defs")
@@ -568,7 +568,7 @@ def path_window(env: Env, cases: list[Case]) -> dict[str, Any]:
     )
 
     from attribution_dagster.assets.per_window import WINDOW_ASSET_NAMES
-    from attribution_dagster.local_run import QUIET_RUN_CONFIG
+    from attribution_dagster.cli.local_run import QUIET_RUN_CONFIG
 
     url = env.db("defs")
     _clear_results(url)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from attribution_dagster.models import (
+from attribution_dagster.core.models import (
     CATEGORIES,
     CONTRACT_FIELDS,
     OBSERVATION_KINDS,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from attribution_dagster.models import (
+from attribution_dagster.core.models import (
     CATEGORIES,
     CONTRACT_FIELDS,
     AttributionResult,

@@ -24,7 +24,7 @@ from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataV
 from pydantic import BaseModel
 
 from attribution_dagster.connectors.base import SourceError
-from attribution_dagster.sinks.asset_store import AssetValueStore
+from attribution_dagster.resources.value_store import AssetValueStore
 
 # compute(partition_key, upstream payload or None, last_try) -> (value, metadata)
 Compute = Callable[[str, str | None, bool], tuple[BaseModel, dict[str, Any]]]

@@ -8,7 +8,7 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from attribution_dagster.models import (
+from attribution_dagster.core.models import (
     AttributionResult,
     ChainLink,
     ExecutionContext,

@@ -36,7 +36,7 @@ from attribution_dagster.assets.checks import (
 )
 from attribution_dagster.assets.job_batch import for_each_job, materialize_result
 from attribution_dagster.connectors.base import JobNotFound, SourceError
-from attribution_dagster.models import (
+from attribution_dagster.core.models import (
     AttributionResult,
     ExecutionContext,
     Observation,
@@ -52,7 +52,7 @@ from attribution_dagster.resources import (
     StaticCasesResource,
     StdoutSinkResource,
 )
-from attribution_dagster.sinks.asset_store import AssetValueStore
+from attribution_dagster.resources.value_store import AssetValueStore
 
 JOBS_PARTITIONS = DynamicPartitionsDefinition(name="jobs")
 GROUP = "attribution"

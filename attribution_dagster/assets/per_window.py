@@ -34,8 +34,8 @@ from pydantic import Field
 
 from attribution_dagster import fleet
 from attribution_dagster.assets.metadata import md_table
-from attribution_dagster.clusters import Cluster
-from attribution_dagster.config import AttributionConfig
+from attribution_dagster.connectors.clusters import Cluster
+from attribution_dagster.core.config import AttributionConfig
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     ClustersResource,

@@ -26,9 +26,9 @@ from dagster import (
     define_asset_job,
 )
 
-from attribution_dagster import report as weekly
 from attribution_dagster.assets.per_window import GROUP, FleetResource, cluster_names
-from attribution_dagster.config import AttributionConfig
+from attribution_dagster.core.config import AttributionConfig
+from attribution_dagster.reports import weekly
 from attribution_dagster.resources import SqlSinkResource
 
 SCOPE_DIM = "scope"

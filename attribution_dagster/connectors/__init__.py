@@ -13,18 +13,18 @@ import importlib
 from typing import Any
 
 SCHEDULER_KINDS: dict[str, str] = {
-    "slurm": "attribution_dagster.connectors.slurm:SlurmConfig",
-    "kueue": "attribution_dagster.connectors.kueue:KueueConfig",
-    "kai": "attribution_dagster.connectors.kai:KaiConfig",
-    "static": "attribution_dagster.connectors.static:StaticSchedulerConfig",
+    "slurm": "attribution_dagster.connectors.slurm.client:SlurmConfig",
+    "kueue": "attribution_dagster.connectors.kueue.client:KueueConfig",
+    "kai": "attribution_dagster.connectors.kai.client:KaiConfig",
+    "static": "attribution_dagster.connectors.static.client:StaticSchedulerConfig",
 }
 LOG_KINDS: dict[str, str] = {
-    "files": "attribution_dagster.connectors.files:FilesSourceConfig",
-    "loki": "attribution_dagster.connectors.loki:LokiConfig",
-    "pod_logs": "attribution_dagster.connectors.pod_logs:PodLogsConfig",
+    "files": "attribution_dagster.connectors.files.client:FilesSourceConfig",
+    "loki": "attribution_dagster.connectors.loki.client:LokiConfig",
+    "pod_logs": "attribution_dagster.connectors.pod_logs.client:PodLogsConfig",
 }
 METRIC_KINDS: dict[str, str] = {
-    "prometheus": "attribution_dagster.connectors.prometheus:PrometheusConfig",
+    "prometheus": "attribution_dagster.connectors.prometheus.client:PrometheusConfig",
 }
 ROLES: dict[str, dict[str, str]] = {
     "scheduler": SCHEDULER_KINDS,

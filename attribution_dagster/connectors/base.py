@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from attribution_dagster.models import (
+from attribution_dagster.core.models import (
     Anchor,
     ExecutionContext,
     JobState,

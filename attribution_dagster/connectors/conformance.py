@@ -36,7 +36,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from attribution_dagster.connectors.base import SourceLimits
-from attribution_dagster.models import (
+from attribution_dagster.core.hosts import CLUSTER_NODE
+from attribution_dagster.core.models import (
     Anchor,
     ExecutionContext,
     JobState,
@@ -50,7 +51,6 @@ from attribution_dagster.models import (
     SourceCoverage,
     Window,
 )
-from attribution_dagster.nodes import CLUSTER_NODE
 
 UTC = timezone.utc
 START = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)

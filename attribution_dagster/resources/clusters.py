@@ -14,8 +14,8 @@ from functools import cached_property
 from dagster import ConfigurableResource
 from pydantic import Field, PrivateAttr
 
-from attribution_dagster.clusters import Cluster, clusters_from
-from attribution_dagster.config import ClusterConfig
+from attribution_dagster.connectors.clusters import Cluster, clusters_from
+from attribution_dagster.core.config import ClusterConfig
 
 
 class ClustersResource(ConfigurableResource):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from attribution_dagster.connectors.files import LocalFilesClient
+from attribution_dagster.connectors.files.client import LocalFilesClient
 
 
 class LocalFilesResource(ConfigurableResource):

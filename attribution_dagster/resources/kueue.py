@@ -8,9 +8,9 @@ from typing import Any
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from attribution_dagster.config import with_password
-from attribution_dagster.connectors.kueue import KueueClient, KueueConfig
-from attribution_dagster.sinks.placements import PlacementStore
+from attribution_dagster.connectors.kueue.client import KueueClient, KueueConfig
+from attribution_dagster.connectors.kueue.placements import PlacementStore
+from attribution_dagster.core.config import with_password
 
 
 class KueuePlacementResource(ConfigurableResource):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from attribution_dagster.config import with_password
-from attribution_dagster.sinks.asset_store import AssetValueStore
+from attribution_dagster.core.config import with_password
+from attribution_dagster.resources.value_store import AssetValueStore
 from attribution_dagster.sinks.sql import SqlSink
 from attribution_dagster.sinks.stdout import StdoutSink
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from attribution_dagster.connectors.static import StaticContextClient
-from attribution_dagster.models import ExecutionContext
+from attribution_dagster.connectors.static.client import StaticContextClient
+from attribution_dagster.core.models import ExecutionContext
 
 
 class StaticCasesResource(ConfigurableResource):

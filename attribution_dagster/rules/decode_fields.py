@@ -579,7 +579,7 @@ def _event(groups: dict[str, str | None], text: str, draft: Draft, reasons: froz
     """The event of a table row or JSON item when its REASON is one of `reasons`, with the
     common attrs set and the node it is about in `node_host` (EventView.node_name); None
     vetoes the match."""
-    from attribution_dagster.connectors.kube_events import render, view_of_json_text, view_of_row
+    from attribution_dagster.core.formats.kube_events import render, view_of_json_text, view_of_row
 
     if groups.get("ereason"):
         view = view_of_row(groups)

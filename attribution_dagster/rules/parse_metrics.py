@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from attribution_dagster.connectors.promtext import sample_nodes
-from attribution_dagster.models import ExecutionContext, MetricSample, Observation
-from attribution_dagster.nodes import NodeIndex
+from attribution_dagster.core.formats.promtext import sample_nodes
+from attribution_dagster.core.hosts import NodeIndex
+from attribution_dagster.core.models import ExecutionContext, MetricSample, Observation
 
 
 class MetricExample(BaseModel):

@@ -95,8 +95,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from attribution_dagster.connectors.timestamps import load_zone
-from attribution_dagster.models import (
+from attribution_dagster.core.formats.timestamps import load_zone
+from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
+from attribution_dagster.core.models import (
     OBSERVATION_KINDS,
     Anchor,
     ExecutionContext,
@@ -106,9 +107,8 @@ from attribution_dagster.models import (
     RawEvidence,
     RawRecord,
 )
-from attribution_dagster.nodes import CLUSTER_NODE, NodeIndex
 from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
-from attribution_dagster.rules.liveness import learn_ranks
+from attribution_dagster.rules.engine.liveness import learn_ranks
 from attribution_dagster.rules.parse_metrics import (
     MetricExample,
     MetricNormalizer,
@@ -652,7 +652,7 @@ class ParserCatalog:
         API door renders the same Event as one row, whose message the other parsers do read
         (an OOMKilling quoting the kernel's `Memory cgroup out of memory` is a cgroup_oom
         too). So the row is matched here as well: both doors give the same observations."""
-        from attribution_dagster.connectors.kube_events import render, view_of_json_text
+        from attribution_dagster.core.formats.kube_events import render, view_of_json_text
 
         view = view_of_json_text(text)
         if view is None:

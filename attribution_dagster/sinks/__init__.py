@@ -3,7 +3,7 @@
 Plain classes with no Dagster import, so the CLI and reports use them directly.
 """
 
-from attribution_dagster.sinks.sql import SqlSink, default_sqlite_url
+from attribution_dagster.sinks.sql import SqlSink
 from attribution_dagster.sinks.stdout import StdoutSink
 
-__all__ = ["SqlSink", "StdoutSink", "default_sqlite_url"]
+__all__ = ["SqlSink", "StdoutSink"]

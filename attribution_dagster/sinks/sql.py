@@ -24,10 +24,8 @@ Log content is data: every value goes through bound parameters, never into SQL t
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -43,19 +41,15 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     select,
     update,
 )
-from sqlalchemy.engine import Engine, make_url
 
-from attribution_dagster.models import AttributionResult, ExecutionContext
-
-RESULTS_DB_RELATIVE = Path(".attribution") / "results.db"
+from attribution_dagster.core.database import aware, shared_engine
+from attribution_dagster.core.models import AttributionResult, ExecutionContext
 
 metadata = MetaData()
 
@@ -197,8 +191,8 @@ def job_row(ctx: ExecutionContext, window: str = "") -> dict[str, Any]:
         "scheduler": ctx.scheduler,
         "state": ctx.state.value,
         "exit_code": ctx.exit_code,
-        "job_start": _aware(ctx.start),
-        "job_end": _aware(ctx.end),
+        "job_start": aware(ctx.start),
+        "job_end": aware(ctx.end),
         "node_count": len(ctx.nodes),
         "gpus_per_node": ctx.gpus_per_node,
         "gpu_hours": gpu_hours(ctx),
@@ -244,12 +238,6 @@ def suspect_rows(result: AttributionResult) -> list[dict[str, Any]]:
     return out
 
 
-def default_sqlite_url(repo_root_or_cwd: str | Path | None = None) -> str:
-    """``sqlite:///<abs>/.attribution/results.db`` under the given directory (default: cwd)."""
-    root = Path(repo_root_or_cwd) if repo_root_or_cwd is not None else Path.cwd()
-    return f"sqlite:///{(root.resolve() / RESULTS_DB_RELATIVE).as_posix()}"
-
-
 def clean_text(value: str | None) -> str | None:
     """PostgreSQL text cannot hold NUL; log lines sometimes do."""
     if value is None:
@@ -257,48 +245,8 @@ def clean_text(value: str | None) -> str | None:
     return value.replace("\x00", "\ufffd")
 
 
-def _aware(t: datetime | None) -> datetime | None:
-    if t is None:
-        return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
-
-
 def is_partial(result: AttributionResult) -> bool:
     return any(c.status != "ok" or c.errors for c in result.coverage if c.status != "empty")
-
-
-_engines: dict[str, Engine] = {}
-_engines_lock = threading.Lock()
-
-
-def shared_engine(url: str) -> Engine:
-    """One engine (and pool) per URL per process; schema setup runs once per engine."""
-    with _engines_lock:
-        engine = _engines.get(url)
-        if engine is None:
-            engine = _make_engine(url)
-            _engines[url] = engine
-        return engine
-
-
-def _make_engine(url: str) -> Engine:
-    u = make_url(url)
-    if u.get_backend_name() == "sqlite":
-        if u.database and u.database != ":memory:":
-            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(u, connect_args={"timeout": 30})
-
-        @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA foreign_keys=ON")
-            # Several run processes may write at once (sensor runs); WAL lets readers go on.
-            if u.database and u.database != ":memory:":
-                cur.execute("PRAGMA journal_mode=WAL")
-            cur.close()
-
-        return engine
-    return create_engine(u, pool_pre_ping=True)
 
 
 class SqlSink:
@@ -385,7 +333,7 @@ class SqlSink:
             "suspect_nodes": json.dumps(result.suspect_nodes),
             "summary": clean_text(result.summary),
             "partial": is_partial(result),
-            "analyzed_at": _aware(result.analyzed_at),
+            "analyzed_at": aware(result.analyzed_at),
             "written_at": datetime.now(timezone.utc),
             # JSON escapes NUL as \u0000, which a TEXT column stores fine.
             "result_json": result.model_dump_json(),
@@ -431,7 +379,7 @@ class SqlSink:
                     {
                         "result_id": existing,
                         "seq": i,
-                        "time": _aware(link.time),
+                        "time": aware(link.time),
                         "node": clean_text(link.node),
                         "kind": link.kind,
                         "role": link.role,
@@ -454,7 +402,7 @@ class SqlSink:
                         "seq": i,
                         "source": ev.source,
                         "locator": clean_text(ev.locator),
-                        "time": _aware(ev.time),
+                        "time": aware(ev.time),
                         "node": clean_text(ev.node),
                         "excerpt": clean_text(ev.excerpt),
                     }

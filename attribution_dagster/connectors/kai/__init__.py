@@ -1,0 +1,1 @@
+"""KAI scheduler (accepted in configuration; discovery not implemented)."""

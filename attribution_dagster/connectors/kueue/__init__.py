@@ -1,0 +1,1 @@
+"""Kueue / JobSet scheduler and its pod placement record."""

@@ -1,0 +1,1 @@
+"""Grafana Loki log source."""

@@ -1,0 +1,1 @@
+"""Kubernetes pod logs and Events as a log source."""

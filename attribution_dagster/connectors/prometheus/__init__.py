@@ -1,0 +1,1 @@
+"""Prometheus metric source (PromQL over HTTP)."""

@@ -1,0 +1,1 @@
+"""Slurm scheduler: sacct / scontrol and slurmrestd."""

@@ -1,0 +1,1 @@
+"""Static scheduler: case directories and JSON-lines contexts."""

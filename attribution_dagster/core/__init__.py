@@ -1,0 +1,2 @@
+"""Models, configuration, host names and the formats every layer reads; imports nothing of the
+project."""

@@ -1,0 +1,1 @@
+"""Dagster instance tuning and storage for local instances (Dagster layer)."""

@@ -1,0 +1,184 @@
+"""A SQLite event log that stores a batch of materializations in one transaction and keeps
+one SQLAlchemy engine per database file.
+
+A batched run of the per-job assets reports one materialization per job for each asset.
+Dagster hands such a batch to `EventLogStorage.store_event_batch` when
+`DAGSTER_EVENT_BATCH_SIZE` is set (`instance_tuning.py` sets it). dagster-postgres writes
+the batch at once; the stock SQLite storage stores it event by event, and each event opens
+and closes a fresh engine on two database files, re-inspects the schema and recompiles its
+SQL: about 12 ms per event, 4 events per job. This storage writes the same rows (the run's
+shard, then the cross-run index with the indexed tags and the asset's latest entry, as
+`SqliteEventLogStorage.store_event` does) with one connection per shard per batch.
+
+Planned events and observations are batched the same way; any other batch (failures,
+mixed event types, several runs) goes through the stock path.
+
+The stock storage also builds a new engine for every statement, so SQLAlchemy compiles
+each statement afresh (its compiled cache lives on the engine): about 165 engines per run.
+This one keeps an engine per database file (the most recent `_ENGINES`). Connections are
+still opened and closed per operation (`NullPool`), as before, so SQLite's WAL
+checkpoints and the webserver's watch on the run files see the same writes.
+It leans on `SqliteEventLogStorage` internals (`_connect`, `_initdb`, `_event_to_row`,
+`_store_asset_event*`) of the exactly pinned Dagster 1.13.27 (tests/test_scaleout_config.py
+fails on another version): on an upgrade, compare `store_event` and `_connect` again.
+
+A local instance selects it in its `dagster.yaml` (`local_run.open_instance` and
+`make ui` write that):
+
+    event_log_storage:
+      module: attribution_dagster.instance.storage
+      class: BatchedSqliteEventLogStorage
+      config:
+        base_dir: <instance dir>/history/runs/
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from dagster import DagsterEventType
+from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
+from dagster._core.storage.sql import create_engine
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._serdes import ConfigurableClassData
+from sqlalchemy import exc as db_exc
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
+
+_ENGINES = 32  # engines kept: the index and the latest runs' files
+_INDEX_TRIES = 4  # a locked index (another process writing past the busy timeout) heals
+_INDEX_RETRY_SECONDS = 0.5
+
+
+class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
+    """`SqliteEventLogStorage` plus a one-transaction `store_event_batch` and an engine
+    per database file."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+        self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._engines_lock = threading.Lock()
+        super().__init__(base_dir, inst_data)
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Any
+    ) -> BatchedSqliteEventLogStorage:
+        return cls(inst_data=inst_data, **config_value)
+
+    def _engine(self, shard: str) -> Engine:
+        with self._engines_lock:
+            engine = self._engines.get(shard)
+            if engine is None:
+                engine = create_engine(
+                    self.conn_string_for_shard(shard),
+                    poolclass=NullPool,
+                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+                )
+                self._engines[shard] = engine
+                if len(self._engines) > _ENGINES:
+                    self._engines.popitem(last=False)[1].dispose()
+            self._engines.move_to_end(shard)
+            return engine
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[Connection]:
+        """The stock `_connect` (create the file on first use, one transaction), on the
+        shard's kept engine."""
+        with self._db_lock:
+            engine = self._engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        engine = self._engine(INDEX_SHARD_NAME)
+        with engine.connect() as conn:
+            return bool(engine.dialect.has_table(conn, table_name))
+
+    def wipe(self) -> None:
+        super().wipe()
+        with self._engines_lock:
+            for engine in self._engines.values():
+                engine.dispose()
+            self._engines.clear()
+
+    def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        """Runs of same-kind asset events in one transaction per file; the rest, in order,
+        one by one as the stock storage does."""
+        for group in _runs_of_one_kind(events):
+            if len(group) > 1 and _batchable(group[0]):
+                self._store_asset_events(group)
+            else:
+                super().store_event_batch(group)
+
+    def _store_asset_events(self, events: Sequence[EventLogEntry]) -> None:
+        """`SqliteEventLogStorage.store_event`'s writes for many events of one run and kind:
+        the run's shard, then the index with the indexed tags and each asset's entry."""
+        rows = [self._event_to_row(event) for event in events]
+        with self.run_connection(events[0].run_id) as conn:
+            conn.execute(SqlEventLogStorageTable.insert(), rows)
+        # The run's file is committed. Were the index write to raise now, Dagster would store
+        # the whole batch again, event by event: the run's file would hold every event twice.
+        # The index write is one transaction that rolls back whole, so it is tried again.
+        for attempt in range(_INDEX_TRIES):
+            try:
+                self._index_asset_events(events, rows)
+                return
+            except (db_exc.OperationalError, sqlite3.OperationalError):
+                if attempt == _INDEX_TRIES - 1:
+                    raise
+                time.sleep(_INDEX_RETRY_SECONDS * 2**attempt)
+
+    def _index_asset_events(self, events: Sequence[EventLogEntry], rows: list[dict]) -> None:
+        with self.index_transaction() as conn:
+            insert = SqlEventLogStorageTable.insert()
+            event_ids = [conn.execute(insert, row).inserted_primary_key[0] for row in rows]
+            self._store_asset_event_tags(conn, events, event_ids)
+            # the asset entry holds the latest event's values: apply only the latest
+            latest = {}
+            for event, event_id in zip(events, event_ids, strict=True):
+                latest[event.get_dagster_event().asset_key] = (event, event_id)
+            for event, event_id in latest.values():
+                self._store_asset_event(conn, event, event_id)
+
+
+# Asset events stored by the same three writes in `SqliteEventLogStorage.store_event`.
+_BATCHED = {
+    DagsterEventType.ASSET_MATERIALIZATION,
+    DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+    DagsterEventType.ASSET_OBSERVATION,
+}
+
+
+def _kind(event: EventLogEntry) -> tuple[str, Any]:
+    return event.run_id, event.dagster_event.event_type if event.dagster_event else None
+
+
+def _batchable(event: EventLogEntry) -> bool:
+    return bool(
+        event.dagster_event
+        and event.dagster_event.event_type in _BATCHED
+        and event.dagster_event.asset_key
+    )
+
+
+def _runs_of_one_kind(events: Sequence[EventLogEntry]) -> list[list[EventLogEntry]]:
+    """Consecutive events of the same run and type, in their order."""
+    groups: list[list[EventLogEntry]] = []
+    for event in events:
+        if groups and _kind(groups[-1][-1]) == _kind(event):
+            groups[-1].append(event)
+        else:
+            groups.append([event])
+    return groups

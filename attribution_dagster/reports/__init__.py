@@ -1,0 +1,1 @@
+"""Weekly report, text and Markdown rendering, case export."""

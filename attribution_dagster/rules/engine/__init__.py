@@ -1,0 +1,1 @@
+"""The rule engine: candidates, timing, peers, clocks, liveness, outcome."""

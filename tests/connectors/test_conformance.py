@@ -1,0 +1,273 @@
+"""Every connector through the conformance suite (attribution_dagster/connectors/conformance.py)
+over the SAME recorded lines: the source contract of connectors/base.py, enforced.
+
+The lines (conformance.recorded_job) are served by each back-end:
+
+- files: a case directory (LocalFilesClient: `logs/<node>/app.log`, the Events as
+  `logs/k8s/events.json`, DCGM samples as `metrics/dcgm.prom`) — the reference, it reads
+  every line; and a shared root (FilesSource, `{node}/app.log`);
+- loki: tests/fake_loki.py, which evaluates the LogQL the client sends and answers in the
+  shapes of the Loki HTTP API reference;
+- pod_logs: the real `kubernetes` client against tests/test_pod_logs.py's FakeKube (API
+  reference shapes: kubelet-timestamped log lines, EventList), container logs and Events;
+- Prometheus: the `.prom` text files and the Prometheus HTTP API (a fake in the documented
+  `{"status": "success", "data": {"resultType": ...}}` shapes, as tests/test_prometheus.py).
+
+What is recorded from real systems and what is not: the Event is node-problem-detector's
+OOMKilling as a real cluster reports it (kube-eventer #131 / NPD #766 wording, the shape of
+`kubectl get events -o json`, as in tests/heldout/h87-*); the Loki, Kubernetes and
+Prometheus answers are NOT recorded from live servers: they are fakes that answer in the
+documented API shapes. (Live servers: tests/test_prometheus.py's `prometheus` marker and
+scripts/ci-*.sh.)
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_loki import FakeLoki
+from test_pod_logs import FakeKube
+
+from attribution_dagster import pipeline
+from attribution_dagster.connectors import conformance as cf
+from attribution_dagster.connectors.base import LogSource, MetricSource
+from attribution_dagster.connectors.files.client import (
+    FilesSource,
+    FilesSourceConfig,
+    LocalFilesClient,
+)
+from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig, to_ns
+from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
+from attribution_dagster.connectors.prometheus.client import (
+    Family,
+    PrometheusClient,
+    PrometheusConfig,
+)
+from attribution_dagster.core.models import LogBatch, RawEvidence, RawRecord
+
+XID = "DCGM_FI_DEV_XID_ERRORS"
+
+
+@pytest.fixture(scope="module")
+def job() -> cf.RecordedJob:
+    return cf.recorded_job(pipeline.catalog().anchors(last_only=True))
+
+
+def stamp(t: Any) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+
+
+def write_case(root: Path, job: cf.RecordedJob, events: bool) -> Path:
+    case = root / ("case-events" if events else "case")
+    for node in job.ctx.nodes:
+        d = case / "logs" / node
+        d.mkdir(parents=True)
+        (d / "app.log").write_text(job.log_text(node))
+    if events:  # a cluster-level directory: the control plane's Events
+        (case / "logs" / "k8s").mkdir()
+        (case / "logs" / "k8s" / "events.json").write_text(cf.event_list(job))
+    (case / "metrics").mkdir()
+    rows = []
+    for _, name, labels, t, value in job.samples:
+        body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        rows.append(f"{name}{{{body}}} {value:g} {int(t.timestamp() * 1000)}")
+    (case / "metrics" / "dcgm.prom").write_text(f"# TYPE {XID} gauge\n" + "\n".join(rows) + "\n")
+    (case / "context.json").write_text(job.ctx.model_dump_json())
+    return case
+
+
+def observations(batch: LogBatch, job: cf.RecordedJob) -> list[Any]:
+    raw = RawEvidence(
+        job_id=job.ctx.job_id, records=batch.records, tails=batch.tails,
+        progress=batch.progress, coverage=[batch.coverage],
+    )  # fmt: skip
+    return pipeline.normalize(raw, job.ctx)
+
+
+def files_batch(tmp_path: Path, job: cf.RecordedJob, events: bool = False) -> LogBatch:
+    case = write_case(tmp_path, job, events)
+    client = LocalFilesClient(max_line_bytes=cf.CAP)
+    return client.fetch_logs(case, job.ctx, job.anchors, job.window)
+
+
+def shared_root_source(tmp_path: Path, job: cf.RecordedJob) -> FilesSource:
+    root = tmp_path / "shared"
+    for node in job.ctx.nodes:
+        (root / node).mkdir(parents=True)
+        (root / node / "app.log").write_text(job.log_text(node))
+    return FilesSource(FilesSourceConfig(kind="files", root=str(root), paths=["{node}/app.log"]))
+
+
+def loki_source(fake_http: Any, job: cf.RecordedJob) -> LokiClient:
+    loki = FakeLoki()
+    for node, lines in job.logs.items():
+        for t, text in lines:
+            labels = {"host": node, "filename": "/var/log/app.log", "job": "varlogs"}
+            loki.add(labels, to_ns(t), text)
+    loki.install(fake_http)
+    cfg = LokiConfig.model_validate({"kind": "loki", "url": fake_http.url})
+    return LokiClient(cfg, sleep=lambda s: None, environ={})
+
+
+def pod_logs_source(fake_http: Any, job: cf.RecordedJob, events: bool) -> PodLogsClient:
+    now = job.ctx.end + timedelta(minutes=10)
+    kube = FakeKube(fake_http, now=now)
+    for node, lines in job.logs.items():
+        body = "".join(f"{stamp(t)} {text}\n" for t, text in lines).encode()
+        kube.logs[(cf.NAMESPACE, cf.PODS[node], cf.CONTAINER, False)] = body
+    kube.events += [dict(ev) for ev in job.events]
+    config = PodLogsConfig(api_url=fake_http.url, timeout_seconds=5, events=events)
+    return PodLogsClient(config, cluster="conformance", now=lambda: now)
+
+
+def test_the_sources_satisfy_the_protocols(tmp_path: Path, fake_http: Any, job) -> None:
+    """What `runtime_checkable` can see: a name and the method of the role."""
+    assert isinstance(shared_root_source(tmp_path, job), LogSource)
+    assert isinstance(loki_source(fake_http, job), LogSource)
+    assert isinstance(pod_logs_source(fake_http, job, events=False), LogSource)
+    prom = PrometheusClient(PrometheusConfig(url="http://prom:9090"))
+    assert isinstance(prom, MetricSource) and not isinstance(prom, LogSource)
+
+
+def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any, job) -> None:
+    """Files (case and shared root), Loki and pod logs over the same lines: each keeps the
+    contract (typed locators, tails, progress, coverage, the cap), and the engine hears the
+    same observations, the same nodes stopping at the same instants, the same last progress."""
+    answers: dict[str, tuple[LogBatch, Any]] = {}
+    ref = files_batch(tmp_path, job)
+    answers["files:case"] = (ref, observations(ref, job))
+    sources: list[LogSource] = [
+        shared_root_source(tmp_path, job),
+        loki_source(fake_http, job),
+        pod_logs_source(fake_http, job, events=False),
+    ]
+    problems: list[str] = cf.check_log_batch("files:case", ref, job)
+    for src in sources:
+        batch = src.fetch_logs(job.ctx, job.anchors, job.window, job.limits)
+        problems += cf.check_log_batch(src.name, batch, job)
+        answers[src.name] = (batch, observations(batch, job))
+    problems += cf.compare_log_batches(answers, job)
+    cf.assert_conforms(problems)
+    # and the lines said something: the suite compares real content, not empty answers
+    kinds = {k for k, *_ in cf.observed(answers["files:case"][1])}
+    assert {"cuda_error", "collective_timeout"} <= kinds
+    assert set(cf.stops(ref)) == set(job.ctx.nodes)
+    ends = cf.stops(ref)
+    assert ends[cf.SILENT][0] < min(v[0] for n, v in ends.items() if n != cf.SILENT)
+
+
+def test_kubernetes_events_read_the_same_through_the_api_and_from_files(
+    tmp_path: Path, fake_http: Any, job
+) -> None:
+    """The OOMKilling Event of the silent node, from a case's cluster-level events file and
+    through the API: the same observations (host_oom_kill and the cgroup_oom its kernel line
+    is), each tagged as the control plane's (not the node writing: liveness skips it), so
+    the node that died is silent through either door (issue 15)."""
+    ref = files_batch(tmp_path, job, events=True)
+    api = pod_logs_source(fake_http, job, events=True).fetch_logs(
+        job.ctx, job.anchors, job.window, job.limits
+    )
+    answers = {"files:case+events": (ref, observations(ref, job)),
+               "pod_logs+events": (api, observations(api, job))}  # fmt: skip
+    cf.assert_conforms(
+        cf.check_log_batch("files:case+events", ref, job)
+        + cf.check_log_batch("pod_logs+events", api, job)
+        + cf.compare_log_batches(answers, job)
+    )
+    for name, (_, obs) in answers.items():
+        oom = [o for o in obs if o.kind in ("host_oom_kill", "cgroup_oom")]
+        assert {o.kind for o in oom} == {"host_oom_kill", "cgroup_oom"}, name
+        assert all(o.node == cf.SILENT and "event_reason" in o.attrs for o in oom), name
+    # the verdict follows: the same through both doors
+    results = []
+    for batch in (ref, api):
+        raw = RawEvidence(job_id="1", records=batch.records, tails=batch.tails,
+                          progress=batch.progress, coverage=[batch.coverage])  # fmt: skip
+        obs = pipeline.normalize(raw, job.ctx)
+        r = pipeline.attribute(job.ctx, obs, raw.coverage)
+        results.append((r.status, r.category, r.suspect_nodes))
+    assert results[0] == results[1]
+
+
+def test_a_broken_source_is_caught(tmp_path: Path, job) -> None:
+    """The suite can fail: a source that drops its tails, ignores the cap, gives text-only
+    locators and miscounts its records is named for each."""
+    good = files_batch(tmp_path, job)
+    text_only = RawRecord.model_validate(  # a bare string locator becomes an opaque Note
+        {**good.records[0].model_dump(), "text": "y" * (2 * cf.CAP), "locator": "somewhere:1"}
+    )
+    bad = good.model_copy(update={"tails": [], "records": [text_only]})
+    problems = cf.check_log_batch("broken", bad, job)
+    text = "\n".join(problems)
+    assert "no tails" in text and "cap" in text and "Note" in text and "coverage.records" in text
+    with pytest.raises(cf.ConformanceError):
+        cf.assert_conforms(problems + cf.compare_log_batches(
+            {"files": (good, observations(good, job)), "broken": (bad, observations(bad, job))}, job
+        ))  # fmt: skip
+    assert cf.check_log_batch("not-a-batch", ([], good.coverage), job)
+
+
+# --- metrics -----------------------------------------------------------------------------------
+
+
+def fake_prometheus(fake: Any, job: cf.RecordedJob) -> None:
+    """A Prometheus answering the connector's requests (labels, names, presence, screen, raw
+    samples) from the recorded samples, in the HTTP API's documented shapes."""
+    series: dict[tuple[str, str], list[list[Any]]] = {}
+    for node, _name, labels, t, value in job.samples:
+        series.setdefault((node, labels["gpu"]), []).append([t.timestamp(), f"{value:g}"])
+
+    def ok(data: Any) -> tuple:
+        return 200, {"status": "success", "data": data}
+
+    def query(req: Any) -> tuple:
+        q = req.arg("query") or ""
+        asked = [n for n in job.ctx.nodes if re.search(rf"\b{re.escape(n)}\b", q)]
+        if q.startswith("count by"):
+            return ok({"resultType": "vector", "result": [
+                {"metric": {"Hostname": n}, "value": [series[(n, "0")][0][0], "1"]}
+                for n in job.ctx.nodes]})  # fmt: skip
+        if q.startswith("label_replace(") and XID in q:  # screen: every series of the family
+            return ok({"resultType": "vector", "result": [
+                {"metric": {"__name__": XID, "Hostname": n, "gpu": g}, "value": [v[-1][0], "1"]}
+                for (n, g), v in series.items()]})  # fmt: skip
+        if q.startswith("label_replace("):
+            return ok({"resultType": "vector", "result": []})
+        if q.startswith("{__name__=~"):
+            return ok({"resultType": "matrix", "result": [
+                {"metric": {"__name__": XID, "Hostname": n, "gpu": g}, "values": v}
+                for (n, g), v in series.items() if n in asked]})  # fmt: skip
+        return 400, {"status": "error", "errorType": "bad_data", "error": f"unexpected {q}"}
+
+    fake.route("POST", "/api/v1/labels", lambda req: ok(["Hostname", "__name__", "gpu"]))
+    fake.route("GET", "/api/v1/label/__name__/values", lambda req: ok([XID]))
+    fake.route("POST", "/api/v1/query", query)
+
+
+def test_prometheus_text_files_and_http_api_give_the_same_samples(
+    tmp_path: Path, fake_http: Any, job
+) -> None:
+    """The recorded DCGM samples as a `.prom` file of a case and through the HTTP API: both
+    keep the contract, and give the same samples and the same observations."""
+    case = write_case(tmp_path, job, events=False)
+    file_samples, file_cov = LocalFilesClient().fetch_metrics(case, job.ctx, job.window)
+    fake_prometheus(fake_http, job)
+    prom = PrometheusClient(
+        PrometheusConfig(url=fake_http.url), families=[Family("dcgm_xid", (XID,), "last_value")]
+    )
+    samples, cov = prom.fetch_metrics(job.ctx, job.window)
+    cf.assert_conforms(
+        cf.check_samples("files:metrics", file_samples, file_cov, job)
+        + cf.check_samples(prom.name, samples, cov, job)
+        + cf.compare_samples({"files:metrics": file_samples, prom.name: samples})
+    )
+
+    def obs(s):  # type: ignore[no-untyped-def]
+        got = pipeline.normalize(RawEvidence(job_id="1", samples=s), job.ctx)
+        return sorted((o.kind, o.node, o.time, o.code) for o in got)
+
+    assert obs(file_samples) == obs(samples) and obs(samples)  # an XID 79 on gpu-b

@@ -1,0 +1,211 @@
+"""The weekly fleet report: counts, GPU-hours, repeat offenders, charts, schedule.
+
+The warehouse is filled by the fleet path over generated weeks (bench/week_data.py) with
+planted repeat offenders; on SQLite always, and on PostgreSQL (marker `postgres`) when
+ATTRIBUTION_TEST_PG_URL is set.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import week_data  # noqa: E402
+
+from attribution_dagster import fleet
+from attribution_dagster.connectors.clusters import Cluster  # noqa: E402
+from attribution_dagster.core.config import ClusterConfig  # noqa: E402
+from attribution_dagster.core.models import ExecutionContext  # noqa: E402
+from attribution_dagster.reports import weekly as report
+from attribution_dagster.sinks.sql import SqlSink, shared_engine  # noqa: E402
+from attribution_dagster.sinks.sql import metadata as sink_metadata  # noqa: E402
+
+PG_URL = os.environ.get("ATTRIBUTION_TEST_PG_URL")
+REQUIRE = os.environ.get("ATTRIBUTION_REQUIRE_SERVICES") == "1"
+PREV_WEEK = week_data.WEEK_START - timedelta(days=7)
+
+
+def _dbs() -> list:
+    return [
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param(
+            "postgresql",
+            id="postgresql",
+            marks=[
+                pytest.mark.postgres,
+                pytest.mark.skipif(
+                    not PG_URL and not REQUIRE, reason="ATTRIBUTION_TEST_PG_URL is not set"
+                ),
+            ],
+        ),
+    ]
+
+
+def fill(url: str, jsonl: Path, cluster: str = week_data.CLUSTER) -> int:
+    """List and attribute every day of the file's week through the fleet functions."""
+    sink = SqlSink(url)
+    scheduler = {"kind": "static", "path": str(jsonl)}
+    c = Cluster(cluster, ClusterConfig.model_validate({"scheduler": scheduler}))
+    ends = [ExecutionContext.model_validate_json(line).end for line in jsonl.open()]
+    start, end = min(ends), max(ends) + timedelta(seconds=1)
+    n = 0
+    for key in fleet.window_keys("daily", start, end):
+        fleet.list_window(sink, c, key)
+        out = fleet.attribute_window(sink, c, key, workers=2)
+        assert out.ok, out.reason
+        n += out.jobs
+    return n
+
+
+@pytest.fixture(scope="module", params=_dbs())
+def warehouse(request, tmp_path_factory) -> tuple[str, Path, Path]:
+    """A warehouse holding week 2026-W46 (200 jobs) and the week before (40 jobs)."""
+    tmp = tmp_path_factory.mktemp("reports")
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp}/results.db"
+    else:
+        if not PG_URL:
+            pytest.fail("ATTRIBUTION_REQUIRE_SERVICES=1 but ATTRIBUTION_TEST_PG_URL is not set")
+        url = PG_URL
+        from attribution_dagster.resources.value_store import store_metadata
+
+        sink_metadata.drop_all(shared_engine(url))
+        store_metadata.drop_all(shared_engine(url))
+    this = week_data.generate(tmp / "w46", jobs=200, seed=11)
+    prev = week_data.generate(tmp / "w45", jobs=40, seed=12, week_start=PREV_WEEK)
+    assert fill(url, this) == 200
+    assert fill(url, prev) == 40
+    return url, this, tmp
+
+
+def test_parse_week():
+    assert report.parse_week("2026-W46") == date(2026, 11, 9)
+    assert report.parse_week("2026-11-12") == date(2026, 11, 9)
+    assert report.iso_week(date(2026, 11, 9)) == "2026-W46"
+    with pytest.raises(report.ReportError, match="ISO week"):
+        report.parse_week("week 46")
+
+
+def test_counts_and_gpu_hours(warehouse):
+    url, jsonl, _ = warehouse
+    rep = report.build_report(url, "2026-W46", week_data.CLUSTER)
+    ctxs = [ExecutionContext.model_validate_json(line) for line in jsonl.open()]
+    failed = [c for c in ctxs if c.failed]
+    assert rep.this.jobs == 200 and rep.this.pending == 0
+    assert rep.this.failed == len(failed)
+    assert sum(rep.this.by_status.values()) == 200
+    want = sum(len(c.nodes) * 8 * (c.end - c.start).total_seconds() / 3600 for c in failed)
+    assert rep.this.gpu_hours_lost_total == pytest.approx(want, abs=1.0)
+    assert rep.this.by_category.get("gpu.lost", 0) >= week_data.PLANTED_GPU[2]
+    assert rep.previous.jobs == 40
+    # the change against the previous week is in the summary
+    jobs_row = report.summary_rows(rep)[0]
+    assert jobs_row[1:] == ["200", "40", "+160 (+400%)"]
+    # every unattributed job has a reason
+    assert sum(rep.this.unattributed_why.values()) == rep.this.by_status.get("unattributed", 0)
+
+
+def test_planted_repeat_offenders_are_found(warehouse):
+    url, _, _ = warehouse
+    rep = report.build_report(url, "2026-W46")  # the fleet scope
+    found = {(o.kind, o.name): o for o in rep.offenders}
+    node, pci, n = week_data.PLANTED_GPU
+    gpu = found[("gpu", f"{node}/{pci}")]
+    assert len(gpu.jobs) == n and gpu.categories == {"gpu.lost": n}
+    pnode, port, n_port = week_data.PLANTED_PORT
+    assert len(found[("port", f"{pnode}/{port}")].jobs) == n_port
+    sw_nodes, sw_port, n_sw = week_data.PLANTED_SWITCH
+    switch = found[("switch", f"{sw_port} @ {','.join(sw_nodes)}")]
+    assert len(switch.jobs) == n_sw and all(j.startswith("atlas/") for j in switch.jobs)
+    assert all(len(o.jobs) >= 2 for o in rep.offenders)
+    # the previous week's jobs do not leak into this week's offenders
+    week_jobs = {f"atlas/{c.job_id}" for c in map(
+        ExecutionContext.model_validate_json, warehouse[1].open())}
+    assert all(set(o.jobs) <= week_jobs for o in rep.offenders)
+
+
+def test_html_markdown_and_charts(warehouse, tmp_path):
+    url, _, _ = warehouse
+    rep = report.build_report(url, "2026-W46", week_data.CLUSTER)
+    paths = report.write_report(rep, tmp_path / "out")
+    page = paths["html"].read_text()
+    assert page.count('src="data:image/png;base64,') == 3
+    assert "http://" not in page and "https://" not in page  # self-contained
+    assert "gpu-0666/0000:ab:00" in page and "Repeat offenders" in page
+    for name in ("failed_by_category", "gpu_hours_lost", "jobs_per_day"):
+        assert paths[name].read_bytes().startswith(b"\x89PNG")
+        assert f"]({name}.png)" in paths["md"].read_text()
+
+
+def test_report_cli(warehouse, tmp_path, capsys):
+    from attribution_dagster.cli.app import main
+
+    url, _, _ = warehouse
+    out = tmp_path / "cli"
+    assert main(["report", "--week", "2026-W46", "--db", url, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Weekly failure report: fleet, 2026-W46" in text and "gpu-0666" in text
+    assert (out / "report.html").exists() and (out / "report.md").exists()
+    assert main(["report", "--week", "week46", "--db", url]) == 2
+
+
+def test_report_asset_and_schedule(warehouse, tmp_path, instance):
+    """The weekly_report asset puts the charts in its metadata; the schedule asks Mondays."""
+    from dagster import MultiPartitionKey, build_schedule_context, materialize
+
+    from attribution_dagster.core.config import load_config
+    from attribution_dagster.definitions import build_definitions, build_resources
+
+    url, jsonl, _ = warehouse
+    cfg = tmp_path / "attribution.yaml"
+    cfg.write_text(
+        f"clusters:\n  atlas:\n    scheduler: {{kind: static, path: {jsonl}}}\n"
+        f"sink:\n  url: {url}\nfleet:\n  report_start: '2026-11-02'\n"
+        f"  reports_dir: {tmp_path}/reports\n"
+    )
+    config = load_config(cfg)
+    defs = build_definitions(config)
+    from attribution_dagster.assets.reports import build_report_assets
+
+    [report_asset] = build_report_assets(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = materialize(
+            [report_asset],
+            instance=instance,
+            partition_key=MultiPartitionKey({"scope": "fleet", "week": "2026-11-09"}),
+            resources=build_resources(config),
+        )
+    assert r.success
+    [event] = r.get_asset_materialization_events()
+    meta = event.materialization.metadata
+    assert meta["report"].value.count("data:image/png;base64,") == 3
+    assert meta["jobs"].value == 200
+    assert Path(meta["html"].value).is_file()
+    assert Path(meta["html"].value).parent == tmp_path / "reports" / "fleet" / "2026-W46"
+
+    schedule = defs.resolve_schedule_def("weekly_report_schedule")
+    assert schedule.cron_schedule == "0 6 * * 1"
+    assert schedule.default_status.value == "RUNNING"
+    when = datetime(2026, 11, 16, 6, 0, tzinfo=timezone.utc)
+    with build_schedule_context(instance=instance, scheduled_execution_time=when) as ctx:
+        requests = schedule.evaluate_tick(ctx).run_requests
+    keys = sorted(str(rq.partition_key) for rq in requests)
+    assert keys == ["atlas|2026-11-09", "fleet|2026-11-09"]
+
+
+def test_an_empty_week_still_renders(tmp_path, recwarn):
+    """No jobs: zeros, three charts saying so, no warning from the plotting library."""
+    rep = report.build_report(f"sqlite:///{tmp_path}/empty.db", "2026-W46")
+    assert rep.this.jobs == 0 and rep.offenders == []
+    paths = report.write_report(rep, tmp_path / "out")
+    assert paths["html"].read_text().count('src="data:image/png;base64,') == 3
+    assert "None this week." in paths["md"].read_text()
+    assert not [w for w in recwarn if "legend" in str(w.message)]
