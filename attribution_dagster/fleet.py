@@ -30,7 +30,9 @@ from sqlalchemy import and_, exists, func, select
 from attribution_dagster import pipeline
 from attribution_dagster.connectors.base import JobQuery
 from attribution_dagster.connectors.clusters import Cluster
-from attribution_dagster.core.models import AnalysisSettings, AttributionResult, ExecutionContext
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.result import AttributionResult
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table, windows_table
 
 Granularity = Literal["hourly", "daily"]

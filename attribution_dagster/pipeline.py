@@ -19,17 +19,17 @@ from attribution_dagster.connectors.base import SourceLimits, failed_coverage
 from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.files.client import LocalFilesClient
 from attribution_dagster.connectors.static.client import StaticContextClient
-from attribution_dagster.core.models import (
-    AnalysisSettings,
-    AttributionResult,
-    ExecutionContext,
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import (
     LogBatch,
     MetricSample,
-    Observation,
     RawEvidence,
     RawRecord,
     SourceCoverage,
 )
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.core.result import AttributionResult
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.rules.engine.engine import RuleEngine, load_engine
 from attribution_dagster.rules.parsers import ParserCatalog, load_catalog
 

@@ -66,7 +66,7 @@ def measure_direct(cases: Path, work: Path, per_run: int) -> dict:
     """The assets' work without Dagster: engine per case, results to the sink per run."""
     from attribution_dagster import pipeline
     from attribution_dagster.connectors.static.client import StaticContextClient
-    from attribution_dagster.core.models import AnalysisSettings
+    from attribution_dagster.core.settings import AnalysisSettings
     from attribution_dagster.sinks.sql import SqlSink
 
     sink = SqlSink(f"sqlite:///{work}/results-direct.db")

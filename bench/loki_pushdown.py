@@ -41,13 +41,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "fakes"))
 
 from fake_http import start_fake_http  # noqa: E402
 from fake_loki import FakeLoki  # noqa: E402
 
 from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig, to_ns  # noqa: E402
-from attribution_dagster.core.models import ExecutionContext, Window  # noqa: E402
+from attribution_dagster.core.context import ExecutionContext  # noqa: E402
+from attribution_dagster.core.settings import Window  # noqa: E402
 from attribution_dagster.pipeline import catalog  # noqa: E402
 
 START = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)

@@ -23,12 +23,12 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fakes"))
 
 from fake_http import start_fake_http  # noqa: E402
 
 from attribution_dagster.connectors.pod_logs.client import PodLogsConfig  # noqa: E402
-from attribution_dagster.core.models import ExecutionContext, PodRef  # noqa: E402
+from attribution_dagster.core.context import ExecutionContext, PodRef
 from attribution_dagster.pipeline import catalog  # noqa: E402
 
 START = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
@@ -95,7 +95,7 @@ def main() -> None:
             for i, n in enumerate(nodes)
         ],
     )
-    from attribution_dagster.core.models import AnalysisSettings
+    from attribution_dagster.core.settings import AnalysisSettings
 
     window = AnalysisSettings().window(ctx)
     total = sum(len(b) for b in bodies.values())

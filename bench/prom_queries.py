@@ -47,7 +47,9 @@ from attribution_dagster.connectors.prometheus.client import (  # noqa: E402
     promql_string,
     step_seconds,
 )
-from attribution_dagster.core.models import AnalysisSettings, ExecutionContext, RawEvidence  # noqa: E402
+from attribution_dagster.core.context import ExecutionContext  # noqa: E402
+from attribution_dagster.core.evidence import RawEvidence  # noqa: E402
+from attribution_dagster.core.settings import AnalysisSettings  # noqa: E402
 
 UTC = timezone.utc
 START = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)

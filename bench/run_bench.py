@@ -41,7 +41,7 @@ SCANNER_ONLY = """
 import sys, time
 from pathlib import Path
 from attribution_dagster.connectors.files.client import LocalFilesClient
-from attribution_dagster.core.models import AnalysisSettings
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.pipeline import catalog, load_context
 case = Path(sys.argv[1])
 ctx = load_context(case)
@@ -104,7 +104,7 @@ def heldout_scores() -> dict[str, tuple[int, int, float]]:
     import tempfile
 
     from attribution_dagster.cli.local_run import run_cases_report
-    from attribution_dagster.core.models import AnalysisSettings
+    from attribution_dagster.core.settings import AnalysisSettings
     from attribution_dagster.pipeline import analyze_case
 
     expected = {

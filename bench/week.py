@@ -127,7 +127,8 @@ def run_dagster(out: Path, cfg_path: Path) -> tuple[float, list[float]]:
 def run_direct(out: Path, jobs_path: Path) -> float:
     """The same jobs, engine called directly in this process, results written in chunks."""
     from attribution_dagster import pipeline
-    from attribution_dagster.core.models import AnalysisSettings, ExecutionContext
+    from attribution_dagster.core.context import ExecutionContext
+    from attribution_dagster.core.settings import AnalysisSettings
     from attribution_dagster.sinks.sql import SqlSink
 
     db = out / "direct-results.db"

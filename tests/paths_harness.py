@@ -50,7 +50,8 @@ from typing import Any
 import yaml
 
 from attribution_dagster.connectors.static.client import StaticContextClient
-from attribution_dagster.core.models import AttributionResult, ExecutionContext
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.result import AttributionResult
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"

@@ -69,7 +69,7 @@ def test_heldout_case(name: str) -> None:
 
 def test_short_host_keeps_ip_addresses_whole() -> None:
     from attribution_dagster.connectors.files.client import match_nodes
-    from attribution_dagster.core.models import short_host
+    from attribution_dagster.core.context import short_host
 
     assert short_host("gpu-node-017.cluster.local") == "gpu-node-017"
     assert short_host("DGX-A100-0042") == "dgx-a100-0042"
@@ -84,7 +84,9 @@ def test_short_host_keeps_ip_addresses_whole() -> None:
 def test_srun_labelled_lines_move_to_the_task_host() -> None:
     from datetime import datetime, timezone
 
-    from attribution_dagster.core.models import ExecutionContext, FileLine, RawEvidence, RawRecord
+    from attribution_dagster.core.context import ExecutionContext
+    from attribution_dagster.core.evidence import RawEvidence, RawRecord
+    from attribution_dagster.core.locators import FileLine
     from attribution_dagster.pipeline import catalog
 
     ctx = ExecutionContext(
@@ -128,7 +130,8 @@ def test_heldout_result_honours_the_contract(name: str) -> None:
     import gzip
     import re
 
-    from attribution_dagster.core.models import CATEGORIES, OBSERVATION_KINDS, AttributionResult
+    from attribution_dagster.core.observation import OBSERVATION_KINDS
+    from attribution_dagster.core.result import CATEGORIES, AttributionResult
 
     res = _result(name)
     case = HELDOUT / name

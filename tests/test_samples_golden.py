@@ -21,14 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from attribution_dagster.core.models import (
-    CATEGORIES,
-    CONTRACT_FIELDS,
-    OBSERVATION_KINDS,
-    AnalysisSettings,
-    AttributionResult,
-    ExecutionContext,
-)
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.observation import OBSERVATION_KINDS
+from attribution_dagster.core.result import CATEGORIES, CONTRACT_FIELDS, AttributionResult
+from attribution_dagster.core.settings import AnalysisSettings
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CASES = sorted(

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import json
 
-from attribution_dagster.core.models import (
-    CATEGORIES,
-    CONTRACT_FIELDS,
-    AttributionResult,
-    ExecutionContext,
-)
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.result import CATEGORIES, CONTRACT_FIELDS, AttributionResult
 
 CONTRACT_CHECK = "result_matches_contract"
 COVERAGE_CHECK = "every_node_has_evidence_or_gap_stated"

@@ -8,14 +8,10 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from attribution_dagster.core.models import (
-    AttributionResult,
-    ChainLink,
-    ExecutionContext,
-    Observation,
-    RawEvidence,
-    SourceCoverage,
-)
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.core.result import AttributionResult, ChainLink
 
 MAX_ROWS = 50
 KEY_LINKS = 8  # the inline table: every root cause, then the earliest symptoms

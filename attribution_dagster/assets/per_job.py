@@ -36,13 +36,10 @@ from attribution_dagster.assets.checks import (
 )
 from attribution_dagster.assets.job_batch import for_each_job, materialize_result
 from attribution_dagster.connectors.base import JobNotFound, SourceError
-from attribution_dagster.core.models import (
-    AttributionResult,
-    ExecutionContext,
-    Observation,
-    RawEvidence,
-    SourceCoverage,
-)
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,

@@ -15,7 +15,7 @@ from typing import NoReturn
 from attribution_dagster import __version__
 from attribution_dagster.connectors.base import JobNotFound, SourceError
 from attribution_dagster.core.config import ConfigError
-from attribution_dagster.core.models import AnalysisSettings
+from attribution_dagster.core.settings import AnalysisSettings
 
 EXIT_OK = 0
 EXIT_INPUT = 2  # nothing could be analysed: bad path, bad context.json, bad option, no such job
@@ -328,7 +328,7 @@ def _when(text: str, flag: str):  # -> datetime
 
 def cmd_discover(args: argparse.Namespace) -> int:
     from attribution_dagster.connectors.base import JobQuery
-    from attribution_dagster.core.models import JobState
+    from attribution_dagster.core.context import JobState
     from attribution_dagster.reports.render import table
 
     try:

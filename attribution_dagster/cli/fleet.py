@@ -223,7 +223,7 @@ def _safe(url: str) -> str:
 
 def _direct_runner(sink: Any, cluster: Any, config: Any, args: argparse.Namespace) -> Any:
     from attribution_dagster import fleet
-    from attribution_dagster.core.models import AnalysisSettings
+    from attribution_dagster.core.settings import AnalysisSettings
 
     a = config.analysis
     settings = AnalysisSettings(lead_seconds=a.lead_seconds, lag_seconds=a.lag_seconds,

@@ -32,7 +32,9 @@ from attribution_dagster.core.config import (
     ConfigError,
     load_config,
 )
-from attribution_dagster.core.models import AnalysisSettings, AttributionResult, ExecutionContext
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.result import AttributionResult
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.instance.tuning import tune_local_instance
 from attribution_dagster.resources.value_store import AssetValueStore
 from attribution_dagster.sinks.sql import SqlSink

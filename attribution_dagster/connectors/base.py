@@ -14,15 +14,9 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from attribution_dagster.core.models import (
-    Anchor,
-    ExecutionContext,
-    JobState,
-    LogBatch,
-    MetricSample,
-    SourceCoverage,
-    Window,
-)
+from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.evidence import Anchor, LogBatch, MetricSample, SourceCoverage
+from attribution_dagster.core.settings import Window
 
 
 class SourceError(Exception):

@@ -36,21 +36,18 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from attribution_dagster.connectors.base import SourceLimits
-from attribution_dagster.core.hosts import CLUSTER_NODE
-from attribution_dagster.core.models import (
+from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
+from attribution_dagster.core.evidence import (
     Anchor,
-    ExecutionContext,
-    JobState,
-    Locator,
     LogBatch,
     MetricSample,
-    Note,
-    Observation,
-    PodRef,
     RawEvidence,
     SourceCoverage,
-    Window,
 )
+from attribution_dagster.core.hosts import CLUSTER_NODE
+from attribution_dagster.core.locators import Locator, Note
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.core.settings import Window
 
 UTC = timezone.utc
 START = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)

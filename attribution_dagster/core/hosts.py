@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from attribution_dagster.core.models import short_host
+from attribution_dagster.core.context import short_host
 
 _HOST_PORT = re.compile(r"^(?P<host>[^\s:\[\]]+):(?P<port>\d{1,5})$")
 _V6_PORT = re.compile(r"^\[(?P<host>[0-9A-Fa-f:.]+)\](?::\d{1,5})?$")

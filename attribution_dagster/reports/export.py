@@ -44,15 +44,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path, PurePosixPath
 
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord
 from attribution_dagster.core.formats.timestamps import TimestampParser
-from attribution_dagster.core.models import (
-    ExecutionContext,
-    FileLine,
-    Locator,
-    MetricSample,
-    RawEvidence,
-    RawRecord,
-)
+from attribution_dagster.core.locators import FileLine, Locator
 
 NOT_REPRODUCED = frozenset({
     "bytes", "lines", "files", "samples", "out_of_window", "context_lines",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 
-from attribution_dagster.core.models import AttributionResult, ChainLink, SourceCoverage
+from attribution_dagster.core.evidence import SourceCoverage
+from attribution_dagster.core.result import AttributionResult, ChainLink
 
 _STATUS_MARK = {
     "attributed": "ATTRIBUTED",

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import and_, exists, func, or_, select
 
-from attribution_dagster.core.models import CATEGORIES
+from attribution_dagster.core.result import CATEGORIES
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table, suspects_table
 
 FLEET = "fleet"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from attribution_dagster.core.models import AnalysisSettings
+from attribution_dagster.core.settings import AnalysisSettings
 
 
 class AnalysisSettingsResource(ConfigurableResource):

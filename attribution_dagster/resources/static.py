@@ -8,7 +8,7 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from attribution_dagster.connectors.static.client import StaticContextClient
-from attribution_dagster.core.models import ExecutionContext
+from attribution_dagster.core.context import ExecutionContext
 
 
 class StaticCasesResource(ConfigurableResource):

@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, insert, select
 
+from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.database import shared_engine
-from attribution_dagster.core.models import ExecutionContext
 from attribution_dagster.sinks.sql import clean_text
 
 store_metadata = MetaData()

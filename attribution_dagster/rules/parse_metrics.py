@@ -25,9 +25,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import MetricSample
 from attribution_dagster.core.formats.promtext import sample_nodes
 from attribution_dagster.core.hosts import NodeIndex
-from attribution_dagster.core.models import ExecutionContext, MetricSample, Observation
+from attribution_dagster.core.observation import Observation
 
 
 class MetricExample(BaseModel):

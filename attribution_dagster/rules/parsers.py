@@ -95,18 +95,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import Anchor, MetricSample, RawEvidence, RawRecord
 from attribution_dagster.core.formats.timestamps import load_zone
 from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
-from attribution_dagster.core.models import (
-    OBSERVATION_KINDS,
-    Anchor,
-    ExecutionContext,
-    FileLine,
-    MetricSample,
-    Observation,
-    RawEvidence,
-    RawRecord,
-)
+from attribution_dagster.core.locators import FileLine
+from attribution_dagster.core.observation import OBSERVATION_KINDS, Observation
 from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
 from attribution_dagster.rules.engine.liveness import learn_ranks
 from attribution_dagster.rules.parse_metrics import (

@@ -14,7 +14,7 @@ from dagster import (
 )
 
 from attribution_dagster.assets.per_job import JOBS_PARTITIONS
-from attribution_dagster.core.models import job_partition_key
+from attribution_dagster.core.context import job_partition_key
 from attribution_dagster.resources import AssetStoreResource, SqlSinkResource
 
 RETENTION_SENSOR = "job_partition_retention_sensor"

@@ -31,7 +31,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from attribution_dagster.assets.per_job import JOBS_PARTITIONS
 from attribution_dagster.connectors.base import JobQuery, SourceError
 from attribution_dagster.core.config import ConfigError
-from attribution_dagster.core.models import ExecutionContext
+from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.resources import AssetStoreResource, ClustersResource
 
 CLUSTER_TAG = "attribution/cluster"

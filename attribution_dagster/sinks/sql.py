@@ -48,8 +48,9 @@ from sqlalchemy import (
     update,
 )
 
+from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.database import aware, shared_engine
-from attribution_dagster.core.models import AttributionResult, ExecutionContext
+from attribution_dagster.core.result import AttributionResult
 
 metadata = MetaData()
 

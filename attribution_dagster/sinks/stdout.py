@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable
 from typing import TextIO
 
-from attribution_dagster.core.models import AttributionResult
+from attribution_dagster.core.result import AttributionResult
 
 
 class StdoutSink:

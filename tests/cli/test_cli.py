@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attribution_dagster.cli.app import main
-from attribution_dagster.core.models import AttributionResult
+from attribution_dagster.core.result import AttributionResult
 
 CONTEXT = {
     "job_id": "4242",

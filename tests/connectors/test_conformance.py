@@ -47,7 +47,7 @@ from attribution_dagster.connectors.prometheus.client import (
     PrometheusClient,
     PrometheusConfig,
 )
-from attribution_dagster.core.models import LogBatch, RawEvidence, RawRecord
+from attribution_dagster.core.evidence import LogBatch, RawEvidence, RawRecord
 
 XID = "DCGM_FI_DEV_XID_ERRORS"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from attribution_dagster.connectors.static.client import ContextError, StaticContextClient
-from attribution_dagster.core.models import JobState
+from attribution_dagster.core.context import JobState
 
 GOOD = {
     "job_id": "12345",

@@ -20,7 +20,7 @@ from attribution_dagster.connectors.static.client import (
     StaticContextClient,
     validate_context,
 )
-from attribution_dagster.core.models import ExecutionContext
+from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.pipeline import analyze_context
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"

@@ -23,32 +23,26 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from attribution_dagster.assets.per_job import ObservationSet
 from attribution_dagster.connectors.base import JobQuery, SourceLimits
-from attribution_dagster.core.models import (
-    CATEGORIES,
-    OBSERVATION_KINDS,
-    AnalysisSettings,
+from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
+from attribution_dagster.core.evidence import (
     Anchor,
+    LogBatch,
+    MetricSample,
+    RawEvidence,
+    RawRecord,
+    SourceCoverage,
+)
+from attribution_dagster.core.locators import FileLine, KubeObject, Locator, Note, QueryAt
+from attribution_dagster.core.observation import OBSERVATION_KINDS, Observation
+from attribution_dagster.core.result import (
+    CATEGORIES,
     AttributionResult,
     Candidate,
     ChainLink,
     Evidence,
-    ExecutionContext,
-    FileLine,
-    JobState,
-    KubeObject,
-    Locator,
-    LogBatch,
-    MetricSample,
-    Note,
-    Observation,
-    PodRef,
-    QueryAt,
-    RawEvidence,
-    RawRecord,
-    SourceCoverage,
     Suspect,
-    Window,
 )
+from attribution_dagster.core.settings import AnalysisSettings, Window
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -23,7 +23,7 @@ from dagster_cases import write_case
 from attribution_dagster.assets import ASSET_NAMES, build_job_assets
 from attribution_dagster.cli.local_run import run_cases, run_cases_report
 from attribution_dagster.core.config import AttributionConfig, RetryConfig, SinkConfig
-from attribution_dagster.core.models import AttributionResult
+from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.definitions import build_resources
 from attribution_dagster.resources import LocalFilesResource
 from attribution_dagster.resources.value_store import AssetValueStore
@@ -355,7 +355,7 @@ def test_local_run_batches_only_its_own_partitions(tmp_path):
 
 def test_local_run_applies_the_clis_analysis_settings(tmp_path):
     """A window that ends before the XID line leaves the job without its root cause."""
-    from attribution_dagster.core.models import AnalysisSettings
+    from attribution_dagster.core.settings import AnalysisSettings
 
     root = tmp_path / "cases"
     write_case(root, "a", job_id="990")

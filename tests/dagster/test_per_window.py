@@ -31,7 +31,8 @@ from attribution_dagster.cli.app import main as cli_main  # noqa: E402
 from attribution_dagster.connectors.base import SourceError  # noqa: E402
 from attribution_dagster.connectors.clusters import Cluster, EvidenceSources  # noqa: E402
 from attribution_dagster.core.config import load_config  # noqa: E402
-from attribution_dagster.core.models import AnalysisSettings, ExecutionContext  # noqa: E402
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.definitions import build_resources  # noqa: E402
 from attribution_dagster.sinks.sql import SqlSink, results_table, windows_table  # noqa: E402
 

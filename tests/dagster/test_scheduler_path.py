@@ -357,7 +357,7 @@ def test_per_job_assets_take_the_context_from_the_scheduler(instance, tmp_path, 
 
 
 def test_retention_deletes_old_job_partitions_and_keeps_results(instance, tmp_path):
-    from attribution_dagster.core.models import AttributionResult
+    from attribution_dagster.core.result import AttributionResult
     from attribution_dagster.resources import SqlSinkResource
     from attribution_dagster.sensors.retention import build_job_retention_sensor
     from attribution_dagster.sinks import SqlSink

@@ -14,18 +14,9 @@ import pytest
 from pydantic import TypeAdapter
 
 from attribution_dagster.cli.app import main
-from attribution_dagster.core.models import (
-    ExecutionContext,
-    FileLine,
-    KubeObject,
-    Locator,
-    MetricSample,
-    Note,
-    QueryAt,
-    RawEvidence,
-    RawRecord,
-    SourceCoverage,
-)
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord, SourceCoverage
+from attribution_dagster.core.locators import FileLine, KubeObject, Locator, Note, QueryAt
 from attribution_dagster.reports.export import (
     DAMAGE_NOTE,
     NOT_REPRODUCED,

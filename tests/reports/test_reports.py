@@ -22,7 +22,7 @@ import week_data  # noqa: E402
 from attribution_dagster import fleet
 from attribution_dagster.connectors.clusters import Cluster  # noqa: E402
 from attribution_dagster.core.config import ClusterConfig  # noqa: E402
-from attribution_dagster.core.models import ExecutionContext  # noqa: E402
+from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.reports import weekly as report
 from attribution_dagster.sinks.sql import SqlSink, shared_engine  # noqa: E402
 from attribution_dagster.sinks.sql import metadata as sink_metadata  # noqa: E402

@@ -14,7 +14,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from attribution_dagster.core.models import Observation
+from attribution_dagster.core.observation import Observation
 from attribution_dagster.pipeline import analyze_case
 from attribution_dagster.rules.engine.clocks import Anchor, anchors_of, apply, estimate
 

@@ -8,15 +8,11 @@ from typing import Any
 
 import pytest
 
-from attribution_dagster.core.models import (
-    CONTRACT_FIELDS,
-    AnalysisSettings,
-    AttributionResult,
-    ExecutionContext,
-    JobState,
-    Observation,
-    SourceCoverage,
-)
+from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.evidence import SourceCoverage
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.core.result import CONTRACT_FIELDS, AttributionResult
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.rules.engine.engine import load_engine
 
 ENGINE = load_engine()

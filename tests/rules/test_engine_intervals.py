@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import SourceCoverage
 from attribution_dagster.core.formats.scan import FileScanner, ScanSpec
-from attribution_dagster.core.models import ExecutionContext, Observation, SourceCoverage
+from attribution_dagster.core.observation import Observation
 from attribution_dagster.pipeline import analyze_case, catalog
 from attribution_dagster.rules.engine.engine import load_engine
 

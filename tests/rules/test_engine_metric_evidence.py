@@ -10,7 +10,8 @@ from datetime import timedelta
 
 from test_engine_progress import T0, ob  # one observation factory for the engine tests
 
-from attribution_dagster.core.models import ExecutionContext, JobState, Observation
+from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.engine.engine import load_engine
 
 ENGINE = load_engine()

@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from attribution_dagster.core.models import ExecutionContext, JobState, Observation
+from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.engine.engine import load_engine
 from attribution_dagster.rules.engine.liveness import converge, learn_addresses, peer_node
 

@@ -18,7 +18,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attribution_dagster.core.models import ExecutionContext, JobState, Observation
+from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.engine.engine import load_engine
 
 ENGINE = load_engine()

@@ -11,15 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from attribution_dagster.core.models import (
-    OBSERVATION_KINDS,
-    ExecutionContext,
-    FileLine,
-    MetricSample,
-    QueryAt,
-    RawEvidence,
-    RawRecord,
-)
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord
+from attribution_dagster.core.locators import FileLine, QueryAt
+from attribution_dagster.core.observation import OBSERVATION_KINDS
 from attribution_dagster.rules.decode_fields import DECODERS, XID_TABLE, classify_exception
 from attribution_dagster.rules.parsers import (
     CatalogError,

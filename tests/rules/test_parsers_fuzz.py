@@ -9,14 +9,10 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attribution_dagster.core.models import (
-    OBSERVATION_KINDS,
-    ExecutionContext,
-    MetricSample,
-    Note,
-    RawEvidence,
-    RawRecord,
-)
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord
+from attribution_dagster.core.locators import Note
+from attribution_dagster.core.observation import OBSERVATION_KINDS
 from attribution_dagster.rules.parsers import load_catalog
 
 CAT = load_catalog()

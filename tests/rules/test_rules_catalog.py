@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attribution_dagster.core.models import (
-    CATEGORIES,
-    AttributionResult,
-    ExecutionContext,
-    JobState,
-    Observation,
-)
+from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.core.result import CATEGORIES, AttributionResult
 from attribution_dagster.rules.engine.engine import DEFAULT_RULES, load_engine, render_markdown
 from attribution_dagster.rules.engine.rulebook import RulebookError
 

@@ -17,13 +17,8 @@ import pytest
 from sqlalchemy import inspect, text
 
 from attribution_dagster.core.database import default_sqlite_url, shared_engine
-from attribution_dagster.core.models import (
-    CONTRACT_FIELDS,
-    AttributionResult,
-    ChainLink,
-    Evidence,
-    SourceCoverage,
-)
+from attribution_dagster.core.evidence import SourceCoverage
+from attribution_dagster.core.result import CONTRACT_FIELDS, AttributionResult, ChainLink, Evidence
 from attribution_dagster.resources.value_store import AssetValueStore
 from attribution_dagster.sinks import SqlSink, StdoutSink
 from attribution_dagster.sinks.sql import metadata as sink_metadata

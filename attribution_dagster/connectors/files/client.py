@@ -42,20 +42,20 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits
-from attribution_dagster.core.formats.promtext import PromFile, iter_samples, sample_nodes
-from attribution_dagster.core.formats.scan import DEFAULT_BLOCK, FileScan, FileScanner, ScanSpec
-from attribution_dagster.core.formats.timestamps import TimestampParser
-from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
-from attribution_dagster.core.models import (
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import (
     Anchor,
-    ExecutionContext,
-    FileLine,
     LogBatch,
     MetricSample,
     RawRecord,
     SourceCoverage,
-    Window,
 )
+from attribution_dagster.core.formats.promtext import PromFile, iter_samples, sample_nodes
+from attribution_dagster.core.formats.scan import DEFAULT_BLOCK, FileScan, FileScanner, ScanSpec
+from attribution_dagster.core.formats.timestamps import TimestampParser
+from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
+from attribution_dagster.core.locators import FileLine
+from attribution_dagster.core.settings import Window
 
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 HEAD_BYTES = 64 * 1024  # how much of a file's head is read to find its first line's time

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from attribution_dagster.connectors.base import BackendConfig, JobQuery, SchedulerError
-from attribution_dagster.core.models import ExecutionContext
+from attribution_dagster.core.context import ExecutionContext
 
 NOT_IMPLEMENTED = (
     "KAI scheduler discovery is not implemented; describe KAI jobs with a static "

@@ -60,7 +60,7 @@ from attribution_dagster.connectors.base import (
     SchedulerError,
     utc_now,
 )
-from attribution_dagster.core.models import ExecutionContext, JobState, PodRef
+from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
 
 if TYPE_CHECKING:  # the kubernetes package is imported when a client first talks to a cluster
     from kubernetes.client import ApiClient

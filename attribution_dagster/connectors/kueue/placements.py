@@ -33,8 +33,8 @@ from sqlalchemy import (
     update,
 )
 
+from attribution_dagster.core.context import PodRef
 from attribution_dagster.core.database import aware, shared_engine
-from attribution_dagster.core.models import PodRef
 
 # Its own MetaData: the results sink does not create this table, the recorder does.
 metadata = MetaData()

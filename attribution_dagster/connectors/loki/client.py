@@ -64,16 +64,11 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 
 from attribution_dagster.connectors.base import BackendConfig, SourceLimits
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import Anchor, LogBatch, RawRecord, SourceCoverage
 from attribution_dagster.core.hosts import NodeIndex, host_key
-from attribution_dagster.core.models import (
-    Anchor,
-    ExecutionContext,
-    LogBatch,
-    QueryAt,
-    RawRecord,
-    SourceCoverage,
-    Window,
-)
+from attribution_dagster.core.locators import QueryAt
+from attribution_dagster.core.settings import Window
 
 QUERY_RANGE = "/loki/api/v1/query_range"
 SERIES = "/loki/api/v1/series"

@@ -50,17 +50,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits, utc_now
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import Anchor, LogBatch, RawRecord, SourceCoverage
 from attribution_dagster.core.formats.kube_events import event_time, render_event
 from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
-from attribution_dagster.core.models import (
-    Anchor,
-    ExecutionContext,
-    KubeObject,
-    LogBatch,
-    RawRecord,
-    SourceCoverage,
-    Window,
-)
+from attribution_dagster.core.locators import KubeObject
+from attribution_dagster.core.settings import Window
 
 MiB = 1024 * 1024
 _KUBELET_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")

@@ -54,16 +54,12 @@ import httpx
 from pydantic import Field, field_validator
 
 from attribution_dagster.connectors.base import BackendConfig, SourceError
+from attribution_dagster.core.context import ExecutionContext, short_host
+from attribution_dagster.core.evidence import MetricSample, SourceCoverage
 from attribution_dagster.core.formats.promtext import NODE_LABELS
 from attribution_dagster.core.hosts import NodeIndex
-from attribution_dagster.core.models import (
-    ExecutionContext,
-    MetricSample,
-    QueryAt,
-    SourceCoverage,
-    Window,
-    short_host,
-)
+from attribution_dagster.core.locators import QueryAt
+from attribution_dagster.core.settings import Window
 
 MIN_STEP_SECONDS = 15.0
 MAX_POINTS_PER_SERIES = 500

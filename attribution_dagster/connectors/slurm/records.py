@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from attribution_dagster.connectors.base import JobNotFound, JobQuery, SchedulerError
-from attribution_dagster.core.models import ExecutionContext, JobState
+from attribution_dagster.core.context import ExecutionContext, JobState
 
 # --------------------------------------------------------------------------- hostlists
 

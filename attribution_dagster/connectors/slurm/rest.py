@@ -30,7 +30,7 @@ from attribution_dagster.connectors.slurm.records import (
     slurm_states_for,
     to_context,
 )
-from attribution_dagster.core.models import ExecutionContext, JobState
+from attribution_dagster.core.context import ExecutionContext, JobState
 
 if TYPE_CHECKING:
     from attribution_dagster.connectors.slurm.client import SlurmConfig

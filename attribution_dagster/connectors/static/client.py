@@ -20,7 +20,7 @@ from attribution_dagster.connectors.base import (
     SchedulerError,
     utc_now,
 )
-from attribution_dagster.core.models import ExecutionContext
+from attribution_dagster.core.context import ExecutionContext
 
 CONTEXT_FILE = "context.json"
 # The fields the case format (spec section 1) defines. Any other field is the writer's own:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from attribution_dagster.core.hosts import CLUSTER_NODE
-from attribution_dagster.core.models import Observation
+from attribution_dagster.core.observation import Observation
 
 ANCHOR_KIND = "clock_anchor"
 ANCHOR_LABELS = {"slurm_step": "slurmd step launch", "nccl_init": "NCCL init of comm"}

@@ -33,21 +33,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.evidence import SourceCoverage
 from attribution_dagster.core.hosts import NodeIndex
-from attribution_dagster.core.models import (
+from attribution_dagster.core.locators import FileLine
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.core.result import (
     CATEGORIES,
-    AnalysisSettings,
     AttributionResult,
     Candidate,
     ChainLink,
     Evidence,
-    ExecutionContext,
-    FileLine,
-    JobState,
-    Observation,
-    SourceCoverage,
     Suspect,
 )
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.rules.engine import clocks
 from attribution_dagster.rules.engine.liveness import (
     converge,

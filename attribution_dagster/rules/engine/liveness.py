@@ -25,8 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.hosts import NodeIndex
-from attribution_dagster.core.models import ExecutionContext, Locator, Observation
+from attribution_dagster.core.locators import Locator
+from attribution_dagster.core.observation import Observation
 
 
 def _utc(t: datetime | None) -> datetime | None:

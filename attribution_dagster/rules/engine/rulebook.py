@@ -14,7 +14,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from attribution_dagster.core.models import CATEGORIES, OBSERVATION_KINDS, JobState, Observation
+from attribution_dagster.core.context import JobState
+from attribution_dagster.core.observation import OBSERVATION_KINDS, Observation
+from attribution_dagster.core.result import CATEGORIES
 
 
 class RulebookError(ValueError):

@@ -12,9 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attribution_dagster.connectors.files.client import LocalFilesClient, match_nodes
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import Anchor
 from attribution_dagster.core.formats import scan
 from attribution_dagster.core.formats.scan import FileScanner, ScanSpec, build_matcher
-from attribution_dagster.core.models import Anchor, ExecutionContext, Window
+from attribution_dagster.core.settings import Window
 
 UTC = timezone.utc
 START = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)

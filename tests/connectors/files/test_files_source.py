@@ -24,17 +24,12 @@ from attribution_dagster.connectors.files.client import (
     match_nodes,
 )
 from attribution_dagster.core.config import load_config
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord
 from attribution_dagster.core.formats.promtext import sample_nodes
 from attribution_dagster.core.formats.scan import FileScanner
 from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex, expand_hostlist, strip_port
-from attribution_dagster.core.models import (
-    AnalysisSettings,
-    ExecutionContext,
-    MetricSample,
-    RawEvidence,
-    RawRecord,
-    Window,
-)
+from attribution_dagster.core.settings import AnalysisSettings, Window
 from attribution_dagster.rules.parse_metrics import _node as metric_node
 from attribution_dagster.rules.parsers import _resolve_host
 
@@ -543,7 +538,7 @@ def test_configured_root_gives_the_same_result_as_the_case(tmp_path: Path, name:
 
 
 def test_rendered_coverage_mentions_skipped_files_and_context_lines() -> None:
-    from attribution_dagster.core.models import SourceCoverage
+    from attribution_dagster.core.evidence import SourceCoverage
     from attribution_dagster.reports.render import coverage_lines
 
     line = coverage_lines([SourceCoverage(source="files", files_skipped=2, context_lines=3)])[0]

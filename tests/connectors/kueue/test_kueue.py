@@ -39,7 +39,7 @@ from attribution_dagster.connectors.kueue.client import (
 )
 from attribution_dagster.connectors.kueue.placements import PlacementStore
 from attribution_dagster.core.config import ClusterConfig
-from attribution_dagster.core.models import JobState
+from attribution_dagster.core.context import JobState
 
 pytestmark = pytest.mark.kueue
 

@@ -39,8 +39,11 @@ from attribution_dagster.connectors.loki.client import (
     to_ns,
 )
 from attribution_dagster.core.config import ClusterConfig
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import Anchor
 from attribution_dagster.core.formats.timestamps import TimestampParser
-from attribution_dagster.core.models import Anchor, ExecutionContext, QueryAt, Window
+from attribution_dagster.core.locators import QueryAt
+from attribution_dagster.core.settings import Window
 
 pytestmark = pytest.mark.loki
 

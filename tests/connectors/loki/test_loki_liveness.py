@@ -24,7 +24,9 @@ from attribution_dagster import pipeline
 from attribution_dagster.connectors.clusters import EvidenceSources
 from attribution_dagster.connectors.files.client import FilesSource, FilesSourceConfig
 from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig, to_ns
-from attribution_dagster.core.models import AnalysisSettings, ExecutionContext, RawRecord, Window
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import RawRecord
+from attribution_dagster.core.settings import AnalysisSettings, Window
 from attribution_dagster.pipeline import catalog
 
 pytestmark = pytest.mark.loki
@@ -302,7 +304,7 @@ def test_a_source_ignoring_the_cap_has_its_records_cut_by_the_pipeline():
         name = "plain"
 
         def fetch_logs(self, ctx, anchors, window, limits=None):  # type: ignore[no-untyped-def]
-            from attribution_dagster.core.models import LogBatch, SourceCoverage
+            from attribution_dagster.core.evidence import LogBatch, SourceCoverage
 
             rec = RawRecord(
                 source="plain", node="gpu-a", locator="x:1", time=START,
@@ -331,7 +333,7 @@ def test_files_source_takes_the_smaller_cap(tmp_path):
 
 # -- the engine's silence test over interval tails ------------------------------------------------
 def _tail(node: str, lo: datetime, hi: datetime | None, stream: str = "app.log"):  # type: ignore[no-untyped-def]
-    from attribution_dagster.core.models import Observation
+    from attribution_dagster.core.observation import Observation
 
     return Observation(
         kind="log_last_line", node=node, time=lo,

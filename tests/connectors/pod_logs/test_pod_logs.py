@@ -30,19 +30,15 @@ from attribution_dagster.connectors.base import LogSource, SourceError, failed_c
 from attribution_dagster.connectors.clusters import EvidenceSources
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
 from attribution_dagster.core.config import ClusterConfig
+from attribution_dagster.core.context import ExecutionContext, PodRef
+from attribution_dagster.core.evidence import RawEvidence, RawRecord
 from attribution_dagster.core.formats.kube_events import (
     render_event,
     view_of,
     view_of_json_text,
 )
 from attribution_dagster.core.formats.scan import FileScanner, ScanSpec
-from attribution_dagster.core.models import (
-    AnalysisSettings,
-    ExecutionContext,
-    PodRef,
-    RawEvidence,
-    RawRecord,
-)
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.pipeline import (
     analyze_case,
     analyze_context,

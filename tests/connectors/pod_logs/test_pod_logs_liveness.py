@@ -31,13 +31,9 @@ from test_pod_logs import FakeKube
 
 from attribution_dagster.connectors.clusters import EvidenceSources
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
-from attribution_dagster.core.models import (
-    AnalysisSettings,
-    ExecutionContext,
-    JobState,
-    LogBatch,
-    PodRef,
-)
+from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
+from attribution_dagster.core.evidence import LogBatch
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.pipeline import analyze_case, analyze_context, catalog
 
 pytestmark = pytest.mark.k8s
@@ -383,7 +379,7 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
 
 
 def test_stream_key_folds_a_generated_pod_suffix_only():
-    from attribution_dagster.core.models import FileLine
+    from attribution_dagster.core.locators import FileLine
     from attribution_dagster.rules.engine.liveness import stream_key
 
     def key(path: str, line: int) -> str:
@@ -399,7 +395,7 @@ def test_stream_key_folds_a_generated_pod_suffix_only():
 def test_a_kubernetes_event_is_not_the_node_writing():
     """NodeNotReady is written by the node controller after the node is gone: it does not
     move the node's last line later (else the silence would be dated by the event)."""
-    from attribution_dagster.core.models import Observation
+    from attribution_dagster.core.observation import Observation
     from attribution_dagster.rules.engine.liveness import last_seen
 
     tail = Observation(kind="log_last_line", node="gpu-c", time=DIED, excerpt="x",

@@ -45,7 +45,9 @@ from attribution_dagster.connectors.prometheus.client import (
     step_seconds,
 )
 from attribution_dagster.core.config import ClusterConfig
-from attribution_dagster.core.models import AnalysisSettings, ExecutionContext, RawEvidence, Window
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import RawEvidence
+from attribution_dagster.core.settings import AnalysisSettings, Window
 
 UTC = timezone.utc
 REPO = Path(__file__).resolve().parents[3]

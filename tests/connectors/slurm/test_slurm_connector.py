@@ -44,7 +44,7 @@ from attribution_dagster.connectors.slurm.client import (
     map_state,
     parse_exit_code,
 )
-from attribution_dagster.core.models import JobState
+from attribution_dagster.core.context import JobState
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "slurm"
 T0 = datetime(2026, 12, 3, 6, 0, tzinfo=timezone.utc)

@@ -29,7 +29,7 @@ import yaml
 
 from attribution_dagster.connectors.base import JobQuery, SchedulerError
 from attribution_dagster.connectors.slurm.client import RestClient, SacctClient, SlurmConfig
-from attribution_dagster.core.models import JobState
+from attribution_dagster.core.context import JobState
 
 pytestmark = pytest.mark.slurm
 

@@ -1,0 +1,104 @@
+"""One workload run as its scheduler describes it: the execution context (spec section 1)."""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+_IP_ADDRESS = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*)$")
+
+
+def short_host(name: str) -> str:
+    """The key two spellings of one host share: `gpu-017.cluster.local` and `GPU-017` -> `gpu-017`.
+    An IP address is kept whole (`10.1.0.12` is not `10`); host names compare case-insensitively."""
+    name = name.strip().lower()
+    if _IP_ADDRESS.match(name):
+        return name
+    return name.split(".", 1)[0]
+
+
+class JobState(str, Enum):
+    """Final job state, in Slurm's vocabulary (the spec maps every scheduler onto it)."""
+
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    PREEMPTED = "PREEMPTED"
+
+
+Scheduler = Literal["slurm", "kueue", "static", "kai"]
+
+
+class PodRef(BaseModel):
+    """Where one pod of a Kubernetes job ran (Kueue connector, pod placement record)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    namespace: str
+    name: str
+    node: str | None = None  # spec.nodeName
+    host_ip: str | None = None
+    pod_ip: str | None = None
+    containers: list[str] = Field(default_factory=list)
+    restarts: int = 0
+    started: AwareDatetime | None = None
+
+_UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class ExecutionContext(BaseModel):
+    """One workload run: who ran where, when, and how it ended (spec section 1)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    job_id: str = Field(min_length=1)
+    scheduler: Scheduler
+    cluster: str | None = None
+    state: JobState
+    exit_code: int | None = None
+    start: AwareDatetime
+    end: AwareDatetime
+    nodes: list[str] = Field(min_length=1)
+    gpu_model: str | None = None
+    log_timezone: str = "UTC"
+    node_addresses: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="node -> IP addresses / other names it answers to (peers in errors)",
+    )
+    # Optional detail a scheduler connector fills in; a static context may carry it too.
+    gpus_per_node: int | None = Field(default=None, ge=0)
+    job_name: str | None = None
+    partition: str | None = None
+    user: str | None = None
+    account: str | None = None
+    reason: str | None = Field(
+        default=None, description="the scheduler's own words: 'CANCELLED by 1000', eviction message"
+    )
+    failing_step: str | None = Field(default=None, description="Slurm step / pod that failed first")
+    stdout_path: str | None = Field(default=None, description="job stdout, as Slurm recorded it")
+    stderr_path: str | None = None
+    pods: list[PodRef] = Field(
+        default_factory=list, description="Kubernetes jobs: the pods and where they ran"
+    )
+    case_dir: str | None = Field(
+        default=None, description="a case directory holding this job's logs/ and metrics/"
+    )
+
+    @property
+    def failed(self) -> bool:
+        return self.state is not JobState.COMPLETED or self.exit_code not in (None, 0)
+
+    @property
+    def partition_key(self) -> str:
+        return job_partition_key(self.cluster, self.job_id)
+
+
+def job_partition_key(cluster: str | None, job_id: str) -> str:
+    """Dagster partition key of a job: `<cluster>.<job_id>` with only safe characters."""
+    return _UNSAFE_KEY_CHARS.sub("_", f"{cluster or 'default'}.{job_id}")
