@@ -121,6 +121,29 @@ class KubeObject(_LocatorBase):
         )
 
 
+class SearchHit(_LocatorBase):
+    """A document of a search back-end (Elasticsearch / OpenSearch): `GET <index>/_doc/<id>`
+    reopens it. `stream_key` names what it belongs to (the node and its log file), `at_ns`
+    its time (Unix ns): lines of one stream are ordered by it."""
+
+    type: Literal["search"] = "search"
+    index: str
+    doc_id: str
+    stream_key: str
+    at_ns: int
+
+    def render(self) -> str:
+        return f"{self.index}/_doc/{self.doc_id}"
+
+    @property
+    def stream(self) -> str:
+        return self.stream_key
+
+    @property
+    def position(self) -> int | None:
+        return self.at_ns
+
+
 class Note(_LocatorBase):
     """A locator known only as text: an observation made up for an example or a test, whose
     line was never read from a source. Rendered as given; it has no file, line or query, and
@@ -137,7 +160,9 @@ class Note(_LocatorBase):
         return self.text
 
 
-Locator = Annotated[FileLine | QueryAt | KubeObject | Note, Field(discriminator="type")]
+Locator = Annotated[
+    FileLine | QueryAt | KubeObject | SearchHit | Note, Field(discriminator="type")
+]
 """Where a record, sample or observation can be reopened (a pydantic discriminated union)."""
 
 

@@ -10,13 +10,17 @@ The lines (conformance.recorded_job) are served by each back-end:
   shapes of the Loki HTTP API reference;
 - pod_logs: the real `kubernetes` client against tests/test_pod_logs.py's FakeKube (API
   reference shapes: kubelet-timestamped log lines, EventList), container logs and Events;
+- elasticsearch: the official `elasticsearch` client against tests/fakes/fake_elasticsearch.py,
+  which answers point-in-time and search requests with the recorded Elasticsearch REST API
+  response shapes of tests/fixtures/elasticsearch/ (`_pit`, `_search` with `search_after`),
+  each line one ECS document (`@timestamp`, `host.name`, `log.file.path`, `message`);
 - Prometheus: the `.prom` text files and the Prometheus HTTP API (a fake in the documented
   `{"status": "success", "data": {"resultType": ...}}` shapes, as tests/test_prometheus.py).
 
 What is recorded from real systems and what is not: the Event is node-problem-detector's
 OOMKilling as a real cluster reports it (kube-eventer #131 / NPD #766 wording, the shape of
-`kubectl get events -o json`, as in tests/heldout/h87-*); the Loki, Kubernetes and
-Prometheus answers are NOT recorded from live servers: they are fakes that answer in the
+`kubectl get events -o json`, as in tests/heldout/h87-*); the Loki, Kubernetes,
+Elasticsearch and Prometheus answers are NOT recorded from live servers: they are fakes that answer in the
 documented API shapes. (Live servers: tests/test_prometheus.py's `prometheus` marker and
 scripts/ci-*.sh.)
 """
@@ -29,12 +33,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_elasticsearch import FakeElasticsearch
 from fake_loki import FakeLoki
 from test_pod_logs import FakeKube
 
 from attribution_dagster import pipeline
 from attribution_dagster.connectors import conformance as cf
 from attribution_dagster.connectors.base import LogSource, MetricSource
+from attribution_dagster.connectors.elasticsearch.client import ElasticsearchSource
+from attribution_dagster.connectors.elasticsearch.config import ElasticsearchConfig
 from attribution_dagster.connectors.files.client import (
     FilesSource,
     FilesSourceConfig,
@@ -113,6 +120,18 @@ def loki_source(fake_http: Any, job: cf.RecordedJob) -> LokiClient:
     return LokiClient(cfg, sleep=lambda s: None, environ={})
 
 
+def es_source(fake_http: Any, job: cf.RecordedJob) -> ElasticsearchSource:
+    """The lines as ECS documents in a fake Elasticsearch (recorded API response shapes)."""
+    es = FakeElasticsearch()
+    for node, lines in job.logs.items():
+        for t, text in lines:
+            es.add({"@timestamp": stamp(t), "host": {"name": node},
+                    "log": {"file": {"path": "/var/log/app.log"}}, "message": text})  # fmt: skip
+    es.install(fake_http)
+    cfg = ElasticsearchConfig(url=fake_http.url, index="logs-*", retries=0)
+    return ElasticsearchSource(cfg, cluster="conformance", environ={})
+
+
 def pod_logs_source(fake_http: Any, job: cf.RecordedJob, events: bool) -> PodLogsClient:
     now = job.ctx.end + timedelta(minutes=10)
     kube = FakeKube(fake_http, now=now)
@@ -129,12 +148,13 @@ def test_the_sources_satisfy_the_protocols(tmp_path: Path, fake_http: Any, job) 
     assert isinstance(shared_root_source(tmp_path, job), LogSource)
     assert isinstance(loki_source(fake_http, job), LogSource)
     assert isinstance(pod_logs_source(fake_http, job, events=False), LogSource)
+    assert isinstance(es_source(fake_http, job), LogSource)
     prom = PrometheusClient(PrometheusConfig(url="http://prom:9090"))
     assert isinstance(prom, MetricSource) and not isinstance(prom, LogSource)
 
 
 def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any, job) -> None:
-    """Files (case and shared root), Loki and pod logs over the same lines: each keeps the
+    """Files (case and shared root), Loki, pod logs and Elasticsearch over the same lines: each keeps the
     contract (typed locators, tails, progress, coverage, the cap), and the engine hears the
     same observations, the same nodes stopping at the same instants, the same last progress."""
     answers: dict[str, tuple[LogBatch, Any]] = {}
@@ -144,6 +164,7 @@ def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any,
         shared_root_source(tmp_path, job),
         loki_source(fake_http, job),
         pod_logs_source(fake_http, job, events=False),
+        es_source(fake_http, job),
     ]
     problems: list[str] = cf.check_log_batch("files:case", ref, job)
     for src in sources:

@@ -61,6 +61,7 @@ from attribution_dagster.connectors.base import (
     utc_now,
 )
 from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
+from attribution_dagster.core.formats.kube_events import parse_time
 
 if TYPE_CHECKING:  # the kubernetes package is imported when a client first talks to a cluster
     from kubernetes.client import ApiClient
@@ -172,18 +173,6 @@ class PodPlacement(BaseModel):
 
 
 # -- small helpers over API objects (plain dicts, as the API serves them) ----------------------
-
-
-def parse_time(value: Any) -> datetime | None:
-    """RFC 3339 from the API (`2026-12-01T10:00:00Z`, maybe with fractions) -> aware UTC."""
-    if not value or not isinstance(value, str):
-        return None
-    text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:

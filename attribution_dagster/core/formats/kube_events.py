@@ -133,9 +133,11 @@ def _normal_iso(value: str | None) -> str | None:
     return t.isoformat() if t is not None else None
 
 
-def parse_time(value: str | None) -> datetime | None:
-    """An RFC 3339 time (`Z`, offset, 0-9 fraction digits) as aware UTC; None otherwise."""
-    if not value or not _ISO_RX.fullmatch(value.strip()):
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 time (`Z`, offset, 0-9 fraction digits) as aware UTC; None otherwise
+    (not a string, empty, or other text). The one reader of API times: Kubernetes objects,
+    Kueue workloads, search documents."""
+    if not value or not isinstance(value, str) or not _ISO_RX.fullmatch(value.strip()):
         return None
     text = value.strip().replace("Z", "+00:00")
     main, dot, rest = text.partition(".")

@@ -1,0 +1,1 @@
+"""Elasticsearch log source (`kind: elasticsearch`): config.py, query.py, client.py."""
