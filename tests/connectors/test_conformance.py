@@ -20,9 +20,9 @@ The lines (conformance.recorded_job) are served by each back-end:
 What is recorded from real systems and what is not: the Event is node-problem-detector's
 OOMKilling as a real cluster reports it (kube-eventer #131 / NPD #766 wording, the shape of
 `kubectl get events -o json`, as in tests/heldout/h87-*); the Loki, Kubernetes,
-Elasticsearch and Prometheus answers are NOT recorded from live servers: they are fakes that answer in the
-documented API shapes. (Live servers: tests/test_prometheus.py's `prometheus` marker and
-scripts/ci-*.sh.)
+Elasticsearch and Prometheus answers are NOT recorded from live servers: they are fakes
+that answer in the documented API shapes. (Live servers: tests/test_prometheus.py's
+`prometheus` marker and scripts/ci-*.sh.)
 """
 
 from __future__ import annotations
@@ -154,9 +154,10 @@ def test_the_sources_satisfy_the_protocols(tmp_path: Path, fake_http: Any, job) 
 
 
 def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any, job) -> None:
-    """Files (case and shared root), Loki, pod logs and Elasticsearch over the same lines: each keeps the
-    contract (typed locators, tails, progress, coverage, the cap), and the engine hears the
-    same observations, the same nodes stopping at the same instants, the same last progress."""
+    """Files (case and shared root), Loki, pod logs and Elasticsearch over the same lines:
+    each keeps the contract (typed locators, tails, progress, coverage, the cap), and the
+    engine hears the same observations, the same nodes stopping at the same instants, the
+    same last progress."""
     answers: dict[str, tuple[LogBatch, Any]] = {}
     ref = files_batch(tmp_path, job)
     answers["files:case"] = (ref, observations(ref, job))

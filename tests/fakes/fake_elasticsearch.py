@@ -142,7 +142,7 @@ class FakeElasticsearch:
 
     # -- the Query DSL subset -----------------------------------------------------------------
     def matches(self, doc: dict[str, Any], clause: dict[str, Any]) -> bool:
-        (kind, arg), = clause.items()
+        ((kind, arg),) = clause.items()
         if kind == "match_all":
             return True
         if kind == "bool":
@@ -153,7 +153,7 @@ class FakeElasticsearch:
             should = arg.get("should", [])
             need = arg.get("minimum_should_match", 0 if ("filter" in arg or "must" in arg) else 1)
             return not should or sum(self.matches(doc, c) for c in should) >= min(need, 1)
-        (name, value), = arg.items()
+        ((name, value),) = arg.items()
         got = field(doc, name)
         if kind == "term":
             return got == value

@@ -242,8 +242,12 @@ class ElasticsearchSource:
             return None
         run.nodes_seen.add(node)
         stream = q.field_value(source, cfg.stream_field) if cfg.stream_field else None
-        return node, str(raw_node), t, text.removesuffix("\n"), None if stream is None else str(
-            stream
+        return (
+            node,
+            str(raw_node),
+            t,
+            text.removesuffix("\n"),
+            None if stream is None else str(stream),
         )
 
     def _record(

@@ -42,9 +42,7 @@ def anchors_clause(config: ElasticsearchConfig, literals: Sequence[str]) -> dict
         return None
     if config.anchor_query == "wildcard":
         field = config.wildcard_field or config.message_field
-        should = [
-            {"wildcard": {field: {"value": f"*{escape_wildcard(lit)}*"}}} for lit in literals
-        ]
+        should = [{"wildcard": {field: {"value": f"*{escape_wildcard(lit)}*"}}} for lit in literals]
     else:
         should = [{"match_phrase": {config.message_field: lit}} for lit in literals]
     return {"bool": {"should": should, "minimum_should_match": 1}}
