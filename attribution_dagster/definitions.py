@@ -1,8 +1,12 @@
 """The Dagster code location: one `Definitions`, configured by `attribution_dagster.core.config`.
 
-Loaded by `workspace.yaml` (`dagster dev -w workspace.yaml`, `make ui`) and by
-`local_run` (`make run`). Configuration: see config.py (YAML file and/or ATTRIBUTION_*
-environment variables; secrets only from the environment).
+`defs` is a `@dg.definitions` function, as Dagster's docs write a code location: nothing
+is built, read or installed when this module is imported; Dagster calls `defs()` when it
+loads the location (`workspace.yaml`: `attribution_dagster.definitions:defs`,
+`dagster dev -w workspace.yaml`, `make ui`), and `local_run` (`make run`) calls
+`build_definitions` itself. Configuration: see core/config.py (YAML file and/or
+ATTRIBUTION_* environment variables; secrets only from the environment). A local SQLite
+instance is tuned by its own event-log storage (instance/storage.py), not from here.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dagster import (
     Definitions,
     EnvVar,
     define_asset_job,
+    definitions,
     in_process_executor,
 )
 
@@ -22,7 +27,6 @@ from attribution_dagster.assets.per_window import build_window_assets, fleet_res
 from attribution_dagster.assets.reports import build_report_assets, build_report_schedule
 from attribution_dagster.core.config import AttributionConfig, load_config
 from attribution_dagster.core.database import default_sqlite_url
-from attribution_dagster.instance.tuning import tune_local_instance
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
@@ -140,7 +144,7 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
     )
 
 
-# Run workers load this module: their event writes to a SQLite instance skip the fsync per
-# event (see instance_tuning.py); a PostgreSQL instance is unaffected.
-tune_local_instance()
-defs = build_definitions()
+@definitions
+def defs() -> Definitions:
+    """The code location as configured now (workspace.yaml points here)."""
+    return build_definitions()

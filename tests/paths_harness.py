@@ -57,6 +57,14 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 HELDOUT = REPO / "tests" / "heldout"  # tests/heldout/real-threads/* are found too (nested)
 
+def code_location(target: Any) -> Any:
+    """The Definitions Dagster loads from the workspace's attribute: a `@definitions`
+    function is called (as Dagster's loader does), a Definitions object taken as is."""
+    from dagster import Definitions
+
+    return target if isinstance(target, Definitions) else target()
+
+
 def workspace_entry() -> tuple[str, str]:
     """(module, attribute) of the code location, as workspace.yaml names them."""
     ws = yaml.safe_load((REPO / "workspace.yaml").read_text(encoding="utf-8"))
@@ -406,7 +414,7 @@ def loaded_defs(env: Env) -> Iterator[Any]:
         try:
             with env.environ():
                 module = importlib.reload(module)
-                yield getattr(module, attribute)
+                yield code_location(getattr(module, attribute))
         finally:
             importlib.reload(module)  # the module as the rest of the session knew it
 
@@ -506,7 +514,7 @@ def path_scheduler_sensor(env: Env, cases: list[Case]) -> dict[str, Any]:
 
     from attribution_dagster.assets.per_job import JOBS_PARTITIONS
     from attribution_dagster.cli.local_run import QUIET_RUN_CONFIG
-    from attribution_dagster.sensors.scheduler import SchedulerCursor, sensor_name
+    from attribution_dagster.sensors import SchedulerCursor, sensor_name
 
     url = env.db("defs")
     _clear_results(url)

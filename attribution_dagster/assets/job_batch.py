@@ -1,7 +1,9 @@
 """`for_each_job`: run one per-job asset step over every partition of the run.
 
 A run costs Dagster about a second and a job's work milliseconds, so backfills put up to
-`max_partitions_per_run` jobs in one run. This helper is the only place that knows it:
+`max_partitions_per_run` jobs in one run. This helper (`for_each_job`, then
+`materialize_result` for what the step reports) is the only place that knows it, and it
+uses Dagster's public API only:
 
 - values persist per (asset, partition) in the asset store (`AssetValueStore`), not
   through an IO manager, which cannot store a multi-partition output;
@@ -137,8 +139,14 @@ def _fail(
 
 
 def materialize_result(context: AssetExecutionContext, batch: JobBatch) -> MaterializeResult:
-    """One job: its metadata. Several: each job's metadata on its own partition, plus the
-    batch's counts, so a job's page in the UI lists its own facts first."""
+    """One job: its metadata. Several: each job's metadata on its own partition through
+    Dagster's public `add_asset_metadata(..., partition_key=k)`, plus the batch's counts, so
+    a job's page in the UI lists its own facts first.
+
+    Dagster 1.13 checks each call's key against the run's range by listing the keys of the
+    dynamic partitions definition (a few ms per job at hundreds of partitions, growing with
+    their count); the check is kept rather than reaching into the step's private metadata
+    accumulator (issue 20). Retention (sensors/retention.py) bounds the key count."""
     if not batch.batched:
         return MaterializeResult(metadata=batch.metadata.get(batch.keys[0], {}))
     summary = {
@@ -147,27 +155,6 @@ def materialize_result(context: AssetExecutionContext, batch: JobBatch) -> Mater
     }
     per_key = {key: {**meta, **summary} for key, meta in batch.metadata.items()}
     per_key.update({key: {"FAILED": why, **summary} for key, why in batch.failures.items()})
-    add_partition_metadata(context, per_key)
+    for key, meta in per_key.items():
+        context.add_asset_metadata(meta, partition_key=key)
     return MaterializeResult()
-
-
-def add_partition_metadata(
-    context: AssetExecutionContext, metadata_by_key: dict[str, dict[str, Any]]
-) -> None:
-    """`context.add_asset_metadata(meta, partition_key=k)` for each job of the run, without
-    its check that `k` is in the run's range: Dagster 1.13 makes that check by listing
-    every key of the dynamic partitions definition, once per call, which cost 12 ms per
-    job at 200 partitions and grows with the partition count. Our keys are the run's own
-    (`context.partition_keys`), so the check cannot fail; where Dagster's internals differ,
-    the public call is used."""
-    step = getattr(context.op_execution_context, "_step_execution_context", None)
-    acc = getattr(step, "_metadata_accumulator", None)
-    if acc is None or not hasattr(acc, "with_additional_asset_metadata"):
-        for key, meta in metadata_by_key.items():
-            context.add_asset_metadata(meta, partition_key=key)
-        return
-    for key, meta in metadata_by_key.items():
-        acc = acc.with_additional_asset_metadata(
-            asset_key=context.asset_key, partition_key=key, metadata=meta
-        )
-    step._metadata_accumulator = acc  # type: ignore[union-attr]

@@ -76,7 +76,7 @@ def execution_context(
     cases: StaticCasesResource,
     clusters: ClustersResource,
 ) -> MaterializeResult:
-    s = store.get_store()
+    s = store.client()
     keys = list(context.partition_keys)
     registered, case_dirs = _registered(s, keys, cases, clusters)
     scanned: dict[str, str] = {}  # the case root, read at most once per run
@@ -117,12 +117,12 @@ def raw_evidence(
     clusters: ClustersResource,
     analysis: AnalysisSettingsResource,
 ) -> MaterializeResult:
-    settings = analysis.settings()
+    settings = analysis.client()
     client = files.client()
 
     def fetch(key: str, up: str | None, last_try: bool) -> tuple[RawEvidence, dict[str, Any]]:
         job = ExecutionContext.model_validate_json(up or "")
-        cluster = clusters.get(job.cluster)
+        cluster = clusters.client().get(job.cluster)
         raw = pipeline.collect_evidence(
             None,  # the context's case_dir, when it came from a case
             job,
@@ -142,7 +142,7 @@ def raw_evidence(
 
     batch = for_each_job(
         context,
-        store.get_store(),
+        store.client(),
         fetch,
         upstream="execution_context",
         retries=analysis.fetch_retries,
@@ -159,7 +159,7 @@ def raw_evidence(
     kinds={"python"},
 )
 def observations(context: AssetExecutionContext, store: AssetStoreResource) -> MaterializeResult:
-    s = store.get_store()
+    s = store.client()
     contexts = _stored_contexts(s, context.partition_keys)
 
     def parse(key: str, up: str | None, _last: bool) -> tuple[ObservationSet, dict[str, Any]]:
@@ -198,8 +198,8 @@ def attribution(
     stdout: StdoutSinkResource,
     analysis: AnalysisSettingsResource,
 ) -> Iterator[Any]:
-    s = store.get_store()
-    settings = analysis.settings()
+    s = store.client()
+    settings = analysis.client()
     contexts = _stored_contexts(s, context.partition_keys)
 
     def decide(key: str, up: str | None, _last: bool) -> tuple[AttributionResult, dict[str, Any]]:
@@ -214,8 +214,8 @@ def attribution(
     if results:
         # The contexts give the weekly report end times and GPU-hours (attribution_jobs).
         jobs = [_context_of(contexts, k) for k in results]
-        sink.get_sink().write(results.values(), contexts=jobs)
-        printer = stdout.get_sink()
+        sink.client().write(results.values(), contexts=jobs)
+        printer = stdout.client()
         if printer is not None:
             printer.write(results.values())
     checks = _check_results(results, {k: _context_of(contexts, k) for k in results})
@@ -263,7 +263,7 @@ def _registered(
     found = store.indexed_contexts(keys)
     dirs = store.case_dirs([k for k in keys if k not in found])
     missing = [k for k in keys if k not in found and k not in dirs]
-    if missing and not all(clusters.get(_cluster_of(k)) for k in missing):
+    if missing and not all(clusters.client().get(_cluster_of(k)) for k in missing):
         # Not registered, and no scheduler to ask: look under the case root (slow path).
         dirs.update(_scan_case_root(store, missing, cases))
     return found, dirs
@@ -309,7 +309,7 @@ def _ask_scheduler(
 ) -> ExecutionContext:
     """A job nobody registered: ask the scheduler of the cluster its key names."""
     cluster_name, _, job_id = key.partition(".")
-    cluster = clusters.get(cluster_name)
+    cluster = clusters.client().get(cluster_name)
     if cluster is None or cluster.config.scheduler is None or not job_id:
         raise Failure(
             description=f"no case directory for partition {key} (looked in the case index and "

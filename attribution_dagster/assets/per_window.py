@@ -80,7 +80,7 @@ def fleet_resource(config: AttributionConfig) -> FleetResource:
 
 def _cluster(clusters: ClustersResource, name: str) -> Cluster:
     """The configured cluster, or an empty one whose scheduler says it is not configured."""
-    return clusters.get(name) or Cluster(name)
+    return clusters.client().get(name) or Cluster(name)
 
 
 def cluster_names(config: AttributionConfig) -> list[str]:
@@ -126,7 +126,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         clusters: ClustersResource,
         sink: SqlSinkResource,
     ) -> MaterializeResult:
-        s = sink.get_sink()
+        s = sink.client()
         granularity = fleet_config.window
         listed: dict[str, int] = {}
         for key in context.partition_keys:
@@ -160,7 +160,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         sink: SqlSinkResource,
         analysis: AnalysisSettingsResource,
     ) -> MaterializeResult:
-        s = sink.get_sink()
+        s = sink.client()
         outcomes: list[fleet.WindowOutcome] = []
         for key in context.partition_keys:
             cluster, window = split_key(partitions, key)
@@ -169,7 +169,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
                 _cluster(clusters, cluster),
                 window,
                 fleet_config.window,  # type: ignore[arg-type]
-                settings=analysis.settings(),
+                settings=analysis.client(),
                 workers=fleet_config.workers,
                 chunk_size=fleet_config.chunk_size,
                 redo=config.redo,

@@ -35,7 +35,6 @@ from attribution_dagster.core.config import (
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.instance.tuning import tune_local_instance
 from attribution_dagster.resources.value_store import AssetValueStore
 from attribution_dagster.sinks.sql import SqlSink
 
@@ -97,7 +96,6 @@ def run_cases(
 
 
 def open_instance(instance_dir: Path | None) -> DagsterInstance:
-    tune_local_instance()
     if instance_dir is None:
         return DagsterInstance.ephemeral()
     instance_dir = Path(instance_dir).resolve()

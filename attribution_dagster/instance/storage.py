@@ -3,7 +3,7 @@ one SQLAlchemy engine per database file.
 
 A batched run of the per-job assets reports one materialization per job for each asset.
 Dagster hands such a batch to `EventLogStorage.store_event_batch` when
-`DAGSTER_EVENT_BATCH_SIZE` is set (`instance_tuning.py` sets it). dagster-postgres writes
+`DAGSTER_EVENT_BATCH_SIZE` is set (this storage sets it: instance/tuning.py). dagster-postgres writes
 the batch at once; the stock SQLite storage stores it event by event, and each event opens
 and closes a fresh engine on two database files, re-inspects the schema and recompiles its
 SQL: about 12 ms per event, 4 events per job. This storage writes the same rows (the run's
@@ -17,7 +17,8 @@ The stock storage also builds a new engine for every statement, so SQLAlchemy co
 each statement afresh (its compiled cache lives on the engine): about 165 engines per run.
 This one keeps an engine per database file (the most recent `_ENGINES`). Connections are
 still opened and closed per operation (`NullPool`), as before, so SQLite's WAL
-checkpoints and the webserver's watch on the run files see the same writes.
+checkpoints and the webserver's watch on the run files see the same writes. Its engines, and
+only they, are tuned (`PRAGMA synchronous=NORMAL`, instance/tuning.py).
 It leans on `SqliteEventLogStorage` internals (`_connect`, `_initdb`, `_event_to_row`,
 `_store_asset_event*`) of the exactly pinned Dagster 1.13.27 (tests/test_scaleout_config.py
 fails on another version): on an upgrade, compare `store_event` and `_connect` again.
@@ -54,6 +55,8 @@ from sqlalchemy import exc as db_exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from attribution_dagster.instance.tuning import batch_events, tune_engine
+
 _ENGINES = 32  # engines kept: the index and the latest runs' files
 _INDEX_TRIES = 4  # a locked index (another process writing past the busy timeout) heals
 _INDEX_RETRY_SECONDS = 0.5
@@ -66,7 +69,13 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._engines_lock = threading.Lock()
+        batch_events()
         super().__init__(base_dir, inst_data)
+
+    @property
+    def supports_partition_subset_in_asset_materialization_planned_events(self) -> bool:
+        """One planned event per asset per run (instance/tuning.py says what it costs)."""
+        return True
 
     @classmethod
     def from_config_value(
@@ -78,10 +87,12 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         with self._engines_lock:
             engine = self._engines.get(shard)
             if engine is None:
-                engine = create_engine(
-                    self.conn_string_for_shard(shard),
-                    poolclass=NullPool,
-                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+                engine = tune_engine(
+                    create_engine(
+                        self.conn_string_for_shard(shard),
+                        poolclass=NullPool,
+                        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+                    )
                 )
                 self._engines[shard] = engine
                 if len(self._engines) > _ENGINES:

@@ -1,21 +1,27 @@
-"""Make a local SQLite Dagster instance cheap enough for per-job runs.
+"""What makes a local SQLite Dagster instance cheap enough for per-job runs, applied by the
+instance's own event-log storage (instance/storage.py), never at import and never to other
+databases (the results database keeps SQLite's defaults).
 
 Dagster stores every event with its own commit: a batched run of the per-job assets
 writes a materialization per asset per job, and a planned event per asset per job.
-Three settings, applied by `make run` (`local_run`) and by the code location on import:
+Three settings, each scoped to an instance whose `dagster.yaml` selects
+`BatchedSqliteEventLogStorage` (`local_run.open_instance` and `make ui` write that):
 
-- `PRAGMA synchronous=NORMAL` on SQLite connections of this process. Dagster already
-  puts its SQLite files in WAL mode, where NORMAL is safe against a crash of the process
-  (a power loss may drop the last few commits); PostgreSQL instances are not touched.
-- `DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS=1`: one "planned" event per asset per
-  run instead of one per job. Dagster's documented cost: a job of a batch whose run fails
-  is shown as missing, not failed, in the partition bar; the job's failure is still in
-  the asset store and in the run's failure message (see assets/job_batch.py).
-- `DAGSTER_EVENT_BATCH_SIZE=1000`: a step's materializations reach the event log as one
-  batch (`store_event_batch`), which dagster-postgres writes at once and which
-  `instance_storage.BatchedSqliteEventLogStorage` (selected by a local instance's
-  `dagster.yaml`) writes in one transaction per database file; the stock SQLite storage
-  still writes them one by one. A batch is flushed when its step's output is stored.
+- `PRAGMA synchronous=NORMAL` on the connections of that storage's own engines (`tune_engine`).
+  Dagster already puts its SQLite files in WAL mode, where NORMAL is safe against a crash
+  of the process (a power loss may drop the last few commits).
+- One "planned" event per asset per run instead of one per job: the storage answers
+  `supports_partition_subset_in_asset_materialization_planned_events` itself (the stock
+  storage reads `DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS`). Dagster's documented
+  cost: a job of a batch whose run fails is shown as missing, not failed, in the partition
+  bar; the job's failure is still in the asset store and in the run's failure message
+  (see assets/job_batch.py).
+- `DAGSTER_EVENT_BATCH_SIZE=1000` (`batch_events`): a step's materializations reach the
+  event log as one batch (`store_event_batch`), written in one transaction per database
+  file. Dagster reads this one from the process environment at each event, with no
+  instance setting, so the storage sets it (if unset) when the instance opens it: only a
+  process that opened such an instance batches. A production instance (PostgreSQL) sets it
+  in its deployment's environment (dagster.yaml.example).
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-_installed = False
 EVENT_BATCH_SIZE = 1000
 
 
@@ -36,11 +41,13 @@ def _relax_sqlite(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.execute("PRAGMA synchronous=NORMAL")
 
 
-def tune_local_instance() -> None:
-    """Idempotent; call before the instance is opened."""
-    global _installed
-    os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
+def tune_engine(engine: Engine) -> Engine:
+    """`synchronous=NORMAL` on every connection of this engine only."""
+    if not event.contains(engine, "connect", _relax_sqlite):
+        event.listen(engine, "connect", _relax_sqlite)
+    return engine
+
+
+def batch_events() -> None:
+    """Let Dagster hand a step's events to the storage as one batch (unless set already)."""
     os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH_SIZE))
-    if not _installed:
-        event.listen(Engine, "connect", _relax_sqlite)
-        _installed = True

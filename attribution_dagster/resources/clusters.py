@@ -34,10 +34,8 @@ class ClustersResource(ConfigurableResource):
         raw = json.loads(self.clusters_json or "{}")
         return {name: ClusterConfig.model_validate(cfg) for name, cfg in raw.items()}
 
-    def all(self) -> dict[str, Cluster]:
+    def client(self) -> dict[str, Cluster]:
+        """The configured clusters by name (`.get(name)`: None for an unknown or no name)."""
         if self._built is None:
             self._built = clusters_from(self._configs)
         return self._built
-
-    def get(self, name: str | None) -> Cluster | None:
-        return self.all().get(name) if name else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from dagster import ConfigurableResource
@@ -41,8 +42,18 @@ class KueuePlacementResource(ConfigurableResource):
     def scheduler_config(self) -> KueueConfig:
         return KueueConfig.model_validate(json.loads(self.scheduler_json))
 
-    def get_client(self, **kw: Any) -> KueueClient:
-        return self.scheduler_config().client(self.cluster, **kw)
+    def client(self, **kw: Any) -> PodPlacements:
+        """The cluster's Kueue client and the record of its pods' placements."""
+        return PodPlacements(
+            kueue=self.scheduler_config().client(self.cluster, **kw),
+            store=PlacementStore(with_password(self.url, self.password)),
+        )
 
-    def get_store(self) -> PlacementStore:
-        return PlacementStore(with_password(self.url, self.password))
+
+@dataclass(frozen=True)
+class PodPlacements:
+    """What the pod placement sensor works with: where to list running pods, where to
+    record them."""
+
+    kueue: KueueClient
+    store: PlacementStore

@@ -21,6 +21,6 @@ class AnalysisSettingsResource(ConfigurableResource):
     )
     fetch_retry_delay_seconds: float = Field(default=2.0, ge=0)
 
-    def settings(self) -> AnalysisSettings:
+    def client(self) -> AnalysisSettings:
         shared = set(AnalysisSettings.model_fields) & set(type(self).model_fields)
         return AnalysisSettings(**{name: getattr(self, name) for name in shared})

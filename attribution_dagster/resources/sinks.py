@@ -22,7 +22,7 @@ class SqlSinkResource(ConfigurableResource):
     url: str = Field(description="SQLAlchemy URL, e.g. sqlite:////abs/results.db")
     password: str | None = Field(default=None, description="set from an env var, never in YAML")
 
-    def get_sink(self) -> SqlSink:
+    def client(self) -> SqlSink:
         return SqlSink(with_password(self.url, self.password))
 
 
@@ -31,7 +31,7 @@ class StdoutSinkResource(ConfigurableResource):
 
     enabled: bool = False
 
-    def get_sink(self) -> StdoutSink | None:
+    def client(self) -> StdoutSink | None:
         return StdoutSink() if self.enabled else None
 
 
@@ -41,5 +41,5 @@ class AssetStoreResource(ConfigurableResource):
     url: str = Field(description="SQLAlchemy URL; by default the results database")
     password: str | None = None
 
-    def get_store(self) -> AssetValueStore:
+    def client(self) -> AssetValueStore:
         return AssetValueStore(with_password(self.url, self.password))

@@ -169,7 +169,7 @@ def build_case_directory_sensor(
         ):
             del new_keys[key]
         if new_keys:
-            store.get_store().index_cases(new_keys)
+            store.client().index_cases(new_keys)
         if not new_keys:
             if handled:
                 # Nothing new, but the cursor moved past what we read (e.g. malformed cases).

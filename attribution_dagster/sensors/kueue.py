@@ -12,7 +12,6 @@ shortest job you care about (default 60 s).
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -25,13 +24,12 @@ from dagster import (
 )
 
 from attribution_dagster.connectors.base import SchedulerError
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
+from attribution_dagster.sensors.names import safe_name, sensor_name
 
 
 def placement_resource_key(cluster_name: str) -> str:
     """The resource key the sensor of `cluster_name` expects (a KueuePlacementResource)."""
-    return f"kueue_placements_{_UNSAFE.sub('_', cluster_name)}"
+    return f"kueue_placements_{safe_name(cluster_name)}"
 
 
 def build_pod_placement_sensor(
@@ -45,7 +43,7 @@ def build_pod_placement_sensor(
     key = resource_key or placement_resource_key(cluster_name)
 
     @sensor(
-        name=f"pod_placement_sensor_{_UNSAFE.sub('_', cluster_name)}",
+        name=sensor_name(cluster_name, "pod_placement"),
         minimum_interval_seconds=interval_seconds,
         required_resource_keys={key},
         default_status=DefaultSensorStatus.RUNNING if enabled else DefaultSensorStatus.STOPPED,
@@ -55,13 +53,14 @@ def build_pod_placement_sensor(
     def pod_placement_sensor(context: SensorEvaluationContext, **resources: Any) -> SkipReason:
         resource = resources.get(key) or getattr(context.resources, key)
         try:
-            placements = resource.get_client().running_placements()
+            pods = resource.client()
+            placements = pods.kueue.running_placements()
         except SchedulerError as exc:
             if exc.transient:
                 context.log.warning(str(exc))
                 return SkipReason(f"{cluster_name}: {exc} (will retry next tick)")
             raise SchedulerError(f"{cluster_name}: {exc}") from None
-        store = resource.get_store()
+        store = pods.store
         written = store.record(placements)
         now = datetime.now(timezone.utc)
         pruned = store.prune(now - timedelta(days=resource.retention_days))

@@ -36,14 +36,14 @@ def build_job_retention_sensor(
         cutoff = datetime.now(timezone.utc) - timedelta(days=retention_days)
         old = {
             job_partition_key(c or None, j)
-            for c, j in sink.get_sink().jobs_analyzed_before(cutoff, limit=max_per_tick)
+            for c, j in sink.client().jobs_analyzed_before(cutoff, limit=max_per_tick)
         }
         doomed = sorted(
             context.instance.get_existing_dynamic_partitions(JOBS_PARTITIONS.name, sorted(old))
         )
         if not doomed:
             return SkipReason(f"no job partition has a result older than {retention_days:g} days")
-        store.get_store().forget(doomed)
+        store.client().forget(doomed)
         context.log.info(f"deleting {len(doomed)} job partitions analysed before {cutoff:%F}")
         return SensorResult(
             dynamic_partitions_requests=[JOBS_PARTITIONS.build_delete_request(doomed)]

@@ -10,7 +10,6 @@ Kubernetes job after its pods are gone. When the scheduler cannot answer, the ti
 """
 
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -33,6 +32,7 @@ from attribution_dagster.connectors.base import JobQuery, SourceError
 from attribution_dagster.core.config import ConfigError
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.resources import AssetStoreResource, ClustersResource
+from attribution_dagster.sensors.names import sensor_name
 
 CLUSTER_TAG = "attribution/cluster"
 
@@ -58,10 +58,6 @@ class SchedulerCursor:
     def dump(self) -> str:
         mark = self.watermark.isoformat() if self.watermark else None
         return json.dumps({"watermark": mark, "recent": sorted(self.recent)})
-
-
-def sensor_name(cluster: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", cluster) + "_finished_jobs_sensor"
 
 
 def build_finished_jobs_sensor(
@@ -95,7 +91,7 @@ def build_finished_jobs_sensor(
             if cursor.watermark
             else now - timedelta(seconds=first_lookback_seconds)
         )
-        target = clusters.get(cluster)
+        target = clusters.client().get(cluster)
         if target is None:
             return SkipReason(f"cluster {cluster!r} is no longer configured")
         try:
@@ -128,7 +124,7 @@ def build_finished_jobs_sensor(
                     f"({len(jobs)} listed, all registered before)"
                 ),
             )
-        store.get_store().index_jobs(taken)
+        store.client().index_jobs(taken)
         keys = [c.partition_key for c in taken]
         if more:
             context.log.info(f"{cluster}: more finished jobs wait for the next tick")

@@ -41,8 +41,9 @@ def test_module_loads_under_fake_env(fake_env):
     from attribution_dagster import definitions as module
 
     module = importlib.reload(module)
-    Definitions.validate_loadable(module.defs)
-    graph = module.defs.resolve_asset_graph()
+    defs = module.defs()  # a @definitions function: Dagster calls it when loading
+    Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     # the per-job chain, plus the fleet path's window assets and weekly report
     assert keys == {*ASSET_NAMES, *WINDOW_ASSET_NAMES, "weekly_report"}
@@ -219,3 +220,35 @@ def test_production_instance_example_matches_dagsters_schema():
     # no secret in the file: every credential is read from the environment
     db = cfg["storage"]["postgres"]["postgres_db"]
     assert db["password"] == {"env": "DAGSTER_PG_PASSWORD"}
+
+
+def test_importing_the_code_location_changes_nothing_global(tmp_path):
+    """Importing `attribution_dagster.definitions` builds nothing, reads no configuration
+    and installs nothing process-wide (no SQLAlchemy listener on every Engine, no Dagster
+    environment settings); `defs()` builds the location when Dagster loads it. A results
+    database opened afterwards keeps SQLite's own durability (synchronous=FULL)."""
+    script = f"""
+import os, sqlalchemy
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+import attribution_dagster.definitions as d
+from attribution_dagster.core.config import ConfigError
+assert not event.contains(Engine, "connect", lambda *a: None)
+assert not any(k.startswith("DAGSTER_EVENT_BATCH") or k.startswith("DAGSTER_EMIT")
+               for k in os.environ), sorted(os.environ)
+engine = sqlalchemy.create_engine("sqlite:///{tmp_path}/results.db")
+with engine.connect() as conn:
+    assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+try:
+    d.defs()
+except ConfigError as exc:
+    print("config read at load:", exc)
+else:
+    raise AssertionError("defs() should have read the (missing) configuration")
+"""
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path),
+           "ATTRIBUTION_CONFIG": str(tmp_path / "missing.yaml")}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "config read at load" in proc.stdout

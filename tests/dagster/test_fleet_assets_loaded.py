@@ -73,7 +73,7 @@ def load_defs(cfg: Path, monkeypatch):
         monkeypatch.delenv(k, raising=False)
     from attribution_dagster import definitions as module
 
-    return importlib.reload(module).defs
+    return importlib.reload(module).defs()  # Dagster calls the @definitions function
 
 
 def fill_warehouse(cfg: Path, cluster: str, days: set[date]) -> None:

@@ -50,6 +50,11 @@ def run_into(home: Path, cases: Path, *, stock: bool, monkeypatch) -> dict[str, 
         return connect
 
     with monkeypatch.context() as patch:
+        # the same Dagster settings for both: the batched storage sets them for its own
+        # instance (instance/tuning.py); here the stock storage gets them too, so the two
+        # differ only in how they write
+        patch.setenv("DAGSTER_EVENT_BATCH_SIZE", "1000")
+        patch.setenv("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
         for cls in (SqliteEventLogStorage, BatchedSqliteEventLogStorage):
             patch.setattr(cls, "_connect", counting(cls.__dict__["_connect"]))
         with warnings.catch_warnings():
@@ -203,3 +208,21 @@ def test_a_locked_index_is_retried_without_storing_the_batch_twice(cases, tmp_pa
         assert record[name]["events in run shards"] == JOBS, name  # not twice
         assert len(record[name]["partitions"]) == JOBS
     assert record["index events"] == JOBS * len(ASSETS)
+
+
+def test_tuning_is_scoped_to_the_instance_engines(tmp_path):
+    """synchronous=NORMAL on the batched storage's own engines, not on another SQLite
+    database of the process (the results database keeps FULL); one planned event per asset
+    per run is the storage's own answer, not a process setting."""
+    import sqlalchemy
+
+    storage = BatchedSqliteEventLogStorage(str(tmp_path / "runs"))
+    with storage.index_connection() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+    assert storage.supports_partition_subset_in_asset_materialization_planned_events
+    other = sqlalchemy.create_engine(f"sqlite:///{tmp_path}/results.db")
+    with other.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+    assert not SqliteEventLogStorage(
+        str(tmp_path / "stock")
+    ).supports_partition_subset_in_asset_materialization_planned_events

@@ -592,5 +592,5 @@ def test_sensor_wiring_as_documented_loads_in_definitions(monkeypatch, tmp_path)
             sensors.append(build_pod_placement_sensor(name))
     defs = Definitions(sensors=sensors, resources=resources)
     Definitions.validate_loadable(defs)
-    assert [s.name for s in defs.sensors] == ["pod_placement_sensor_h100_east"]
+    assert [s.name for s in defs.sensors] == ["h100_east_pod_placement_sensor"]
     assert list(resources) == ["kueue_placements_h100_east"]
