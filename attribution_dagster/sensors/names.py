@@ -14,5 +14,6 @@ def safe_name(cluster: str) -> str:
 
 
 def sensor_name(cluster: str, subject: str = "finished_jobs") -> str:
-    """`<cluster>_<subject>_sensor`: `atlas_finished_jobs_sensor`, `h100_east_pod_placement_sensor`."""
+    """`<cluster>_<subject>_sensor`: `atlas_finished_jobs_sensor`,
+    `h100_east_pod_placement_sensor`."""
     return f"{safe_name(cluster)}_{subject}_sensor"
