@@ -3,12 +3,12 @@ one SQLAlchemy engine per database file.
 
 A batched run of the per-job assets reports one materialization per job for each asset.
 Dagster hands such a batch to `EventLogStorage.store_event_batch` when
-`DAGSTER_EVENT_BATCH_SIZE` is set (this storage sets it: instance/tuning.py).
-dagster-postgres writes the batch at once; the stock SQLite storage stores it event by
-event, and each event opens and closes a fresh engine on two database files, re-inspects
-the schema and recompiles its SQL: about 12 ms per event, 4 events per job. This storage writes the same rows (the run's
-shard, then the cross-run index with the indexed tags and the asset's latest entry, as
-`SqliteEventLogStorage.store_event` does) with one connection per shard per batch.
+`DAGSTER_EVENT_BATCH_SIZE` is set (this storage sets it: instance/tuning.py). dagster-
+postgres writes the batch at once; the stock SQLite storage stores it event by event, and
+each event opens and closes a fresh engine on two database files, re-inspects the schema and
+recompiles its SQL: about 12 ms per event, 4 events per job. This storage writes the same
+rows (the run's shard, then the cross-run index with the indexed tags and the asset's latest
+entry, as `SqliteEventLogStorage.store_event` does) with one connection per shard per batch.
 
 Planned events and observations are batched the same way; any other batch (failures,
 mixed event types, several runs) goes through the stock path.
