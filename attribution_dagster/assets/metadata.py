@@ -12,6 +12,7 @@ from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult, ChainLink
+from attribution_dagster.reports.tables import markdown_cell, markdown_table
 
 MAX_ROWS = 50
 KEY_LINKS = 8  # the inline table: every root cause, then the earliest symptoms
@@ -27,23 +28,13 @@ _KEY_SCHEMA = TableSchema(
 )
 
 
-def _cell(value: Any, limit: int = 160) -> str:
-    text = "" if value is None else str(value)
-    text = text.replace("\x00", "\ufffd").replace("\r", " ").replace("\n", " ")
-    text = text.replace("|", "\\|").replace("`", "'")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _time(t: datetime | None) -> str:
     return t.isoformat() if t is not None else "?"
 
 
 def md_table(header: list[str], rows: list[list[Any]], more: int = 0) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    if more:
-        lines.append(f"\n… and {more} more")
-    return "\n".join(lines)
+    """A metadata table: cells cut at 160 characters (reports/tables.py)."""
+    return markdown_table(header, rows, limit=160, more=more)
 
 
 def coverage_table(coverage: list[SourceCoverage]) -> str:
@@ -160,7 +151,7 @@ def key_links_table(result: AttributionResult) -> Any:
                     "time": link_time(link),
                     "node": link.node,
                     "role": link.role,
-                    "summary": _cell(link.summary, 120),
+                    "summary": markdown_cell(link.summary, 120),
                     "evidence": link.evidence.locator,
                 }
             )
@@ -217,5 +208,6 @@ def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
     if result.remediation:
         md["remediation"] = result.remediation
     if result.notes:
-        md["notes"] = MetadataValue.md("\n".join(f"- {_cell(n, 300)}" for n in result.notes))
+        notes = (f"- {markdown_cell(n, 300)}" for n in result.notes)
+        md["notes"] = MetadataValue.md("\n".join(notes))
     return md

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 from attribution_dagster.core.evidence import SourceCoverage
 from attribution_dagster.core.result import AttributionResult, ChainLink
+from attribution_dagster.reports.tables import Code, markdown_table
 
 _STATUS_MARK = {
     "attributed": "ATTRIBUTED",
@@ -174,14 +175,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def chain_markdown(result: AttributionResult, *, max_links: int = 40) -> str:
     """The symptom chain as a Markdown table, for Dagster materialization metadata."""
-    lines = ["| time | node | role | kind | summary | evidence |", "|---|---|---|---|---|---|"]
+    rows = []
     for link in result.symptom_chain[:max_links]:
-        summary = link.summary.replace("|", "\\|")
         when = fmt_time(link.time)
         if link.time_latest is not None and link.time is not None:
             when += f"..{link.time_latest.astimezone(timezone.utc):%H:%M:%S}"
-        lines.append(
-            f"| {when} | {_where(link)} | {link.role} | {link.kind} "
-            f"| {summary} | `{link.evidence.locator}` |"
-        )
-    return "\n".join(lines)
+        rows.append([when, _where(link), link.role, link.kind, link.summary,
+                     Code(str(link.evidence.locator))])  # fmt: skip
+    return markdown_table(["time", "node", "role", "kind", "summary", "evidence"], rows)

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import and_, exists, func, or_, select
 
 from attribution_dagster.core.result import CATEGORIES
+from attribution_dagster.reports.tables import markdown_table
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table, suspects_table
 
 FLEET = "fleet"
@@ -441,14 +442,6 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    def cell(v: str) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows])
-
-
 SUMMARY_HEADER = ["", "this week", "previous week", "change"]
 CATEGORY_HEADER = ["category", "meaning", "failed jobs", "GPU-hours lost", "change in jobs"]
 OFFENDER_HEADER = ["kind", "suspect", "jobs hurt", "categories", "jobs"]
@@ -465,9 +458,9 @@ def render_markdown(rep: WeeklyReport, images: dict[str, str]) -> str:
         f"# Weekly failure report: {rep.scope}, {rep.week}",
         f"{rep.start:%Y-%m-%d} to {rep.end - timedelta(days=1):%Y-%m-%d} (jobs by end time, "
         f"UTC). Generated {rep.generated_at:%Y-%m-%d %H:%M} UTC.",
-        _md_table(SUMMARY_HEADER, summary_rows(rep)),
+        markdown_table(SUMMARY_HEADER, summary_rows(rep)),
         "## Failed jobs and GPU-hours lost by category",
-        _md_table(CATEGORY_HEADER, category_rows(rep)),
+        markdown_table(CATEGORY_HEADER, category_rows(rep)),
     ]
     parts += [f"![{n}]({images[n]})" for n in ("failed_by_category", "gpu_hours_lost")
               if n in images]
@@ -475,17 +468,17 @@ def render_markdown(rep: WeeklyReport, images: dict[str, str]) -> str:
         parts.append(f"{t.failed_without_gpu_count} failed jobs had no GPU count from the "
                      "scheduler; their GPU-hours are not counted.")
     parts.append("## Repeat offenders (suspect of an infrastructure failure in two or more jobs)")
-    parts.append(_md_table(OFFENDER_HEADER, offender_rows(rep)) if rep.offenders
+    parts.append(markdown_table(OFFENDER_HEADER, offender_rows(rep)) if rep.offenders
                  else "None this week.")
     parts.append("## Why jobs stayed ambiguous or unattributed")
-    parts.append(_md_table(["ambiguous between", "jobs"], _why_rows(t.ambiguous_why))
+    parts.append(markdown_table(["ambiguous between", "jobs"], _why_rows(t.ambiguous_why))
                  if t.ambiguous_why else "No ambiguous jobs.")
-    parts.append(_md_table(["unattributed because", "jobs"], _why_rows(t.unattributed_why))
+    parts.append(markdown_table(["unattributed because", "jobs"], _why_rows(t.unattributed_why))
                  if t.unattributed_why else "No unattributed jobs.")
     parts.append("## Jobs per day")
     if "jobs_per_day" in images:
         parts.append(f"![jobs_per_day]({images['jobs_per_day']})")
-    parts.append(_md_table(["status", "jobs"], [[k, str(v)] for k, v in t.by_status.items()]))
+    parts.append(markdown_table(["status", "jobs"], [[k, str(v)] for k, v in t.by_status.items()]))
     return "\n\n".join(parts) + "\n"
 
 
