@@ -27,6 +27,7 @@ from attribution_dagster.assets.per_window import build_window_assets, fleet_res
 from attribution_dagster.assets.reports import build_report_assets, build_report_schedule
 from attribution_dagster.core.config import AttributionConfig, load_config
 from attribution_dagster.core.database import default_sqlite_url
+from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
@@ -77,11 +78,7 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
         "clusters": ClustersResource.from_configs(config.clusters),
         "files": LocalFilesResource(max_line_bytes=a.max_line_bytes, workers=a.workers),
         "analysis": AnalysisSettingsResource(
-            lead_seconds=a.lead_seconds,
-            lag_seconds=a.lag_seconds,
-            skew_seconds=a.skew_seconds,
-            max_line_bytes=a.max_line_bytes,
-            workers=a.workers,
+            **AnalysisSettings.of(a).model_dump(),
             fetch_retries=config.retry.max_retries,
             fetch_retry_delay_seconds=config.retry.delay_seconds,
         ),

@@ -225,9 +225,9 @@ def _direct_runner(sink: Any, cluster: Any, config: Any, args: argparse.Namespac
     from attribution_dagster import fleet
     from attribution_dagster.core.settings import AnalysisSettings
 
-    a = config.analysis
-    settings = AnalysisSettings(lead_seconds=a.lead_seconds, lag_seconds=a.lag_seconds,
-                                skew_seconds=a.skew_seconds, max_line_bytes=a.max_line_bytes)
+    # the window's own process pool (fleet.workers) sets the parallelism: the scanner's
+    # `workers` keeps its default here
+    settings = AnalysisSettings(**config.analysis.model_dump(exclude={"workers"}))
 
     def run(key: str) -> str | None:
         try:

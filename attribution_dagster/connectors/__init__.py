@@ -22,7 +22,7 @@ LOG_KINDS: dict[str, str] = {
     "files": "attribution_dagster.connectors.files.client:FilesSourceConfig",
     "loki": "attribution_dagster.connectors.loki.client:LokiConfig",
     "pod_logs": "attribution_dagster.connectors.pod_logs.client:PodLogsConfig",
-    "elasticsearch": "attribution_dagster.connectors.elasticsearch.config:ElasticsearchConfig",
+    "elasticsearch": "attribution_dagster.connectors.elasticsearch.client:ElasticsearchConfig",
 }
 METRIC_KINDS: dict[str, str] = {
     "prometheus": "attribution_dagster.connectors.prometheus.client:PrometheusConfig",

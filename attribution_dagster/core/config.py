@@ -76,6 +76,7 @@ from pydantic import (
 
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.core.database import default_sqlite_url
+from attribution_dagster.core.settings import AnalysisFields
 
 CONFIG_ENV = "ATTRIBUTION_CONFIG"
 DEFAULT_CONFIG_FILE = "attribution.yaml"
@@ -120,15 +121,13 @@ class SensorConfig(BaseModel):
     )
 
 
-class AnalysisConfig(BaseModel):
+class AnalysisConfig(AnalysisFields):
+    """The `analysis:` block: the fields of core/settings.py `AnalysisFields`."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    lead_seconds: float = Field(default=120.0, ge=0)
-    lag_seconds: float = Field(default=60.0, ge=0)
-    skew_seconds: float = Field(default=5.0, ge=0)
-    max_line_bytes: int = Field(default=65536, ge=256)
     # One job per step is small; a process pool per job costs more than it saves.
-    workers: int | None = Field(default=1, ge=1)
+    workers: int | None = Field(default=1, ge=1, description="scanner processes per job")
 
 
 class RetryConfig(BaseModel):

@@ -21,10 +21,11 @@ class Window(BaseModel):
         return self.start <= t <= self.end
 
 
-class AnalysisSettings(BaseModel):
-    """Knobs shared by the CLI and the Dagster resources; defaults suit most clusters."""
-
-    model_config = ConfigDict(frozen=True)
+class AnalysisFields(BaseModel):
+    """The analysis knobs, declared once. `AnalysisSettings` (the CLI, pipeline.py),
+    attribution.yaml's `analysis:` block (core/config.py `AnalysisConfig`) and the Dagster
+    resource (resources/settings.py) inherit these fields; nothing copies them by hand.
+    Defaults suit most clusters."""
 
     lead_seconds: float = Field(
         default=120.0, ge=0, description="read evidence this long before start"
@@ -33,6 +34,18 @@ class AnalysisSettings(BaseModel):
     skew_seconds: float = Field(default=5.0, ge=0, description="clock skew tolerated between nodes")
     max_line_bytes: int = Field(default=65536, ge=256, description="longer lines are truncated")
     workers: int | None = Field(default=None, description="scanner processes; None = all cores")
+
+
+class AnalysisSettings(AnalysisFields):
+    """The knobs one analysis runs with (CLI flags, or the configuration through the
+    Dagster resource)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def of(cls, source: object) -> AnalysisSettings:
+        """The settings held by any object carrying the fields (a config block, a resource)."""
+        return cls(**{name: getattr(source, name) for name in AnalysisFields.model_fields})
 
     def window(self, ctx: ExecutionContext) -> Window:
         from datetime import timedelta

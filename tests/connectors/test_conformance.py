@@ -40,8 +40,10 @@ from test_pod_logs import FakeKube
 from attribution_dagster import pipeline
 from attribution_dagster.connectors import conformance as cf
 from attribution_dagster.connectors.base import LogSource, MetricSource
-from attribution_dagster.connectors.elasticsearch.client import ElasticsearchSource
-from attribution_dagster.connectors.elasticsearch.config import ElasticsearchConfig
+from attribution_dagster.connectors.elasticsearch.client import (
+    ElasticsearchConfig,
+    ElasticsearchSource,
+)
 from attribution_dagster.connectors.files.client import (
     FilesSource,
     FilesSourceConfig,

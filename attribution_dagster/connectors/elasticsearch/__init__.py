@@ -1,1 +1,2 @@
-"""Elasticsearch log source (`kind: elasticsearch`): config.py, query.py, client.py."""
+"""Elasticsearch log source (`kind: elasticsearch`): client.py (the block and the source),
+query.py (the Query DSL it sends)."""

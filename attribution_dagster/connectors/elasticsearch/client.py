@@ -19,16 +19,17 @@ opened) does the fetch raise SourceError, as the LogSource contract asks.
 
 from __future__ import annotations
 
-import copy
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 
-from attribution_dagster.connectors.base import SourceError, SourceLimits
+from pydantic import Field, field_validator, model_validator
+
+from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits
 from attribution_dagster.connectors.elasticsearch import query as q
-from attribution_dagster.connectors.elasticsearch.config import ElasticsearchConfig
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor, LogBatch, RawRecord, SourceCoverage
 from attribution_dagster.core.formats.kube_events import parse_time
@@ -38,6 +39,96 @@ from attribution_dagster.core.settings import Window
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class ElasticsearchConfig(BackendConfig):
+    """`{kind: elasticsearch, url: "https://es:9200", index: "logs-*"}` is a complete block.
+
+    The defaults follow the Elastic Common Schema that Filebeat, Elastic Agent and Fluent
+    Bit's `es` output write (`@timestamp`, `host.name`, `message`, `log.file.path`); a block
+    names other fields when an index uses its own mapping (docs/elasticsearch.md)."""
+
+    kind: Literal["elasticsearch"] = "elasticsearch"
+    url: str = Field(description="Elasticsearch base URL (a node or a load balancer)")
+    index: str = Field(
+        default="logs-*", description="index, alias, data stream or pattern to search"
+    )
+    time_field: str = Field(default="@timestamp", description="the document's time (date)")
+    node_field: str = Field(default="host.name", description="keyword field naming the node")
+    message_field: str = Field(default="message", description="the log line (text)")
+    stream_field: str | None = Field(
+        default="log.file.path",
+        description="keyword field naming the file or stream a line belongs to (one tail "
+        "each); None: one stream per node",
+    )
+    filters: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra exact filters, field -> value (`{data_stream.dataset: system.syslog}`)",
+    )
+    anchor_query: Literal["match_phrase", "wildcard", "none"] = Field(
+        default="match_phrase",
+        description="how anchors are pushed down: `match_phrase` on the analysed message "
+        "(fast; misses a literal that is part of a longer token), `wildcard` on "
+        "`wildcard_field` (a `wildcard` or `keyword` field: exact substrings), `none` (reads "
+        "every line of the nodes and filters here). Every hit is checked here either way.",
+    )
+    wildcard_field: str | None = Field(
+        default=None, description="field for anchor_query: wildcard; default message_field"
+    )
+    api_key_env: str | None = Field(default=None, description="NAME of the env var: an API key")
+    basic_user: str | None = Field(default=None, description="HTTP basic-auth user")
+    basic_password_env: str | None = Field(
+        default=None, description="NAME of the env var holding the basic-auth password"
+    )
+    bearer_token_env: str | None = Field(
+        default=None, description="NAME of the env var holding a bearer token"
+    )
+    verify: bool = Field(default=True, description="verify the server's TLS certificate")
+    ca_file: str | None = Field(default=None, description="CA bundle for the server's certificate")
+    page_size: int = Field(default=1000, ge=1, le=10000, description="hits per search request")
+    max_records: int = Field(
+        default=20000, ge=1, description="records kept per fetch; beyond: coverage partial"
+    )
+    keep_alive: str = Field(default="2m", description="point-in-time keep-alive per request")
+    retries: int = Field(default=3, ge=0, le=10, description="retries after 429 / 5xx / timeout")
+    max_line_bytes: int = Field(default=65536, ge=256, description="longer lines are truncated")
+    liveness: bool = Field(
+        default=True,
+        description="also ask where each node's streams and its training progress stop "
+        "(two sorted searches per node: the engine's silence and progress tests)",
+    )
+    progress_scan: int = Field(
+        default=50, ge=1, le=10000,
+        description="newest progress hits per node read to find each stream's last one",
+    )  # fmt: skip
+    max_context_queries: int = Field(
+        default=32, ge=0, description="continuation-line searches per fetch"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        v = v.strip().rstrip("/")
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"url must be http(s)://host[:port], got {v!r}")
+        if "@" in v.split("://", 1)[1].split("/", 1)[0]:
+            raise ValueError(
+                "url must not hold credentials: use api_key_env, basic_user + "
+                "basic_password_env, or bearer_token_env"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _auth(self) -> ElasticsearchConfig:
+        ways = [bool(self.api_key_env), bool(self.basic_user), bool(self.bearer_token_env)]
+        if sum(ways) > 1:
+            raise ValueError("use one of api_key_env, basic_user, bearer_token_env")
+        if bool(self.basic_user) != bool(self.basic_password_env):
+            raise ValueError("basic_user and basic_password_env go together")
+        return self
+
+    def client(self, cluster: str) -> ElasticsearchSource:
+        return ElasticsearchSource(self, cluster=cluster)
 
 
 @dataclass
@@ -90,15 +181,6 @@ class ElasticsearchSource:
         self._client = client
         self._environ = environ
 
-    def with_max_line_bytes(self, limit: int) -> ElasticsearchSource:
-        """This source cutting lines at `limit` when that is below its own `max_line_bytes`
-        (the analysis setting can lower a source's cap, not raise it)."""
-        if limit >= self.config.max_line_bytes:
-            return self
-        other = copy.copy(self)
-        other.config = self.config.model_copy(update={"max_line_bytes": limit})
-        return other
-
     # -- LogSource ------------------------------------------------------------------------
     def fetch_logs(
         self,
@@ -107,17 +189,14 @@ class ElasticsearchSource:
         window: Window,
         limits: SourceLimits | None = None,
     ) -> LogBatch:
-        if limits is not None and limits.max_line_bytes is not None:
-            capped = self.with_max_line_bytes(limits.max_line_bytes)
-            if capped is not self:
-                return capped.fetch_logs(ctx, anchors, window)
         usable = [a for a in anchors if a.literal and "\n" not in a.literal]
         run = _Run(
             ctx=ctx,
             window=window,
             nodes=NodeIndex.of(ctx),
             cov=SourceCoverage(source=self.name),
-            cap=self.config.max_line_bytes,
+            # the analysis's cap can lower the source's own, not raise it
+            cap=min(self.config.max_line_bytes, (limits and limits.max_line_bytes) or 1 << 62),
             literals=tuple(dict.fromkeys(a.literal for a in usable if not a.last_only)),
             progress_literals=tuple(dict.fromkeys(a.literal for a in usable if a.last_only)),
             context={a.literal: a.context_after for a in usable if a.context_after > 0},

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from attribution_dagster.connectors.elasticsearch.config import ElasticsearchConfig
+
+class ElasticsearchConfig(Protocol):
+    """The fields of the `kind: elasticsearch` block (client.py) that the queries use."""
+
+    time_field: str
+    node_field: str
+    message_field: str
+    filters: dict[str, str]
+    anchor_query: Literal["match_phrase", "wildcard", "none"]
+    wildcard_field: str | None
 
 
 def node_clause(config: ElasticsearchConfig, names: Sequence[str]) -> dict[str, Any]:

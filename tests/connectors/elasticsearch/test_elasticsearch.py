@@ -18,8 +18,11 @@ from fake_elasticsearch import HEADERS, FakeElasticsearch, recorded
 
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.connectors.base import LogSource, SourceError, SourceLimits
-from attribution_dagster.connectors.elasticsearch.client import ElasticsearchSource, doc_time
-from attribution_dagster.connectors.elasticsearch.config import ElasticsearchConfig
+from attribution_dagster.connectors.elasticsearch.client import (
+    ElasticsearchConfig,
+    ElasticsearchSource,
+    doc_time,
+)
 from attribution_dagster.connectors.elasticsearch.query import escape_wildcard, field_value
 from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.evidence import Anchor
