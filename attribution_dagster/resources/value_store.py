@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, insert, select
 
@@ -171,13 +172,7 @@ class AssetValueStore:
             )
 
     def case_dirs(self, keys: Iterable[str]) -> dict[str, str]:
-        t = case_index_table
-        out: dict[str, str] = {}
-        with self.engine.connect() as conn:
-            for chunk in _chunks(list(keys)):
-                q = select(t.c.partition_key, t.c.case_dir).where(t.c.partition_key.in_(chunk))
-                out.update({k: d for k, d in conn.execute(q)})
-        return out
+        return self._by_key(case_index_table.c.case_dir, keys)
 
     # -- job index (scheduler contexts) -------------------------------------------------------
 
@@ -202,13 +197,16 @@ class AssetValueStore:
             conn.execute(insert(t), [{**r, "registered_at": now} for r in rows.values()])
 
     def indexed_contexts(self, keys: Iterable[str]) -> dict[str, ExecutionContext]:
-        t = job_index_table
-        out: dict[str, ExecutionContext] = {}
+        found = self._by_key(job_index_table.c.context_json, keys)
+        return {k: ExecutionContext.model_validate_json(v) for k, v in found.items()}
+
+    def _by_key(self, column: Any, keys: Iterable[str]) -> dict[str, Any]:
+        """partition key -> `column` of its row in the column's table, for the keys found."""
+        key = column.table.c.partition_key
+        out: dict[str, Any] = {}
         with self.engine.connect() as conn:
             for chunk in _chunks(list(keys)):
-                q = select(t.c.partition_key, t.c.context_json).where(t.c.partition_key.in_(chunk))
-                for key, payload in conn.execute(q):
-                    out[key] = ExecutionContext.model_validate_json(payload)
+                out.update(dict(conn.execute(select(key, column).where(key.in_(chunk))).all()))
         return out
 
     def forget(self, keys: Iterable[str]) -> None:

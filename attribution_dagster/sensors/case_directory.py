@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import (
-    DefaultSensorStatus,
     JobDefinition,
-    RunRequest,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -36,8 +34,8 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
-from attribution_dagster.assets.per_job import JOBS_PARTITIONS
 from attribution_dagster.resources import AssetStoreResource, StaticCasesResource
+from attribution_dagster.sensors.requests import default_status, register_and_run, registered
 
 CASE_DIR_TAG = "attribution/case_dir"
 
@@ -123,7 +121,7 @@ def build_case_directory_sensor(
         name="case_directory_sensor",
         job=job,
         minimum_interval_seconds=interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING if enabled else DefaultSensorStatus.STOPPED,
+        default_status=default_status(enabled),
         description="Registers each new case under the case directory as a `jobs` partition "
         "and requests one in-process run for it.",
     )
@@ -164,9 +162,7 @@ def build_case_directory_sensor(
                 continue
             new_keys[key] = str(case_dir)
         # ask about these keys only: listing every partition grows with the retention
-        for key in context.instance.get_existing_dynamic_partitions(
-            JOBS_PARTITIONS.name, list(new_keys)
-        ):
+        for key in registered(context.instance, new_keys):
             del new_keys[key]
         if new_keys:
             store.client().index_cases(new_keys)
@@ -180,13 +176,6 @@ def build_case_directory_sensor(
                     ),
                 )
             return SkipReason(f"no new cases under {root}")
-        return SensorResult(
-            run_requests=[
-                RunRequest(partition_key=k, run_key=k, tags={CASE_DIR_TAG: d})
-                for k, d in new_keys.items()
-            ],
-            dynamic_partitions_requests=[JOBS_PARTITIONS.build_add_request(list(new_keys))],
-            cursor=cursor.dump(),
-        )
+        return register_and_run({k: {CASE_DIR_TAG: d} for k, d in new_keys.items()}, cursor.dump())
 
     return case_directory_sensor

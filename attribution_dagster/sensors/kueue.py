@@ -16,7 +16,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from dagster import (
-    DefaultSensorStatus,
     SensorDefinition,
     SensorEvaluationContext,
     SkipReason,
@@ -25,6 +24,7 @@ from dagster import (
 
 from attribution_dagster.connectors.base import SchedulerError
 from attribution_dagster.sensors.names import safe_name, sensor_name
+from attribution_dagster.sensors.requests import default_status
 
 
 def placement_resource_key(cluster_name: str) -> str:
@@ -46,7 +46,7 @@ def build_pod_placement_sensor(
         name=sensor_name(cluster_name, "pod_placement"),
         minimum_interval_seconds=interval_seconds,
         required_resource_keys={key},
-        default_status=DefaultSensorStatus.RUNNING if enabled else DefaultSensorStatus.STOPPED,
+        default_status=default_status(enabled),
         description=f"Records where the pods of running Kueue workloads on {cluster_name} "
         "are placed, so failed jobs keep their node list after their pods are deleted.",
     )

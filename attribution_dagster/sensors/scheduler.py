@@ -15,8 +15,6 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import (
     DagsterInstance,
-    DefaultSensorStatus,
-    RunRequest,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -27,12 +25,12 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
-from attribution_dagster.assets.per_job import JOBS_PARTITIONS
 from attribution_dagster.connectors.base import JobQuery, SourceError
 from attribution_dagster.core.config import ConfigError
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.resources import AssetStoreResource, ClustersResource
 from attribution_dagster.sensors.names import sensor_name
+from attribution_dagster.sensors.requests import default_status, register_and_run, registered
 
 CLUSTER_TAG = "attribution/cluster"
 
@@ -76,7 +74,7 @@ def build_finished_jobs_sensor(
         name=sensor_name(cluster),
         job=job,
         minimum_interval_seconds=interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING if enabled else DefaultSensorStatus.STOPPED,
+        default_status=default_status(enabled),
         description=f"Registers each job of cluster {cluster!r} that finished since the last "
         "tick as a `jobs` partition and requests a run for it.",
         tags={CLUSTER_TAG: cluster},
@@ -99,9 +97,7 @@ def build_finished_jobs_sensor(
         except (SourceError, ConfigError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             return SkipReason(f"{cluster}: scheduler did not answer, cursor kept: {first}")
-        taken, known, more = _unregistered(
-            context.instance, jobs, cursor.recent, max_jobs_per_tick
-        )
+        taken, known, more = _unregistered(context.instance, jobs, cursor.recent, max_jobs_per_tick)
         mark = cursor.watermark
         if taken:
             last = taken[-1].end if more else max(c.end for c in jobs)
@@ -128,13 +124,7 @@ def build_finished_jobs_sensor(
         keys = [c.partition_key for c in taken]
         if more:
             context.log.info(f"{cluster}: more finished jobs wait for the next tick")
-        return SensorResult(
-            run_requests=[
-                RunRequest(partition_key=k, run_key=k, tags={CLUSTER_TAG: cluster}) for k in keys
-            ],
-            dynamic_partitions_requests=[JOBS_PARTITIONS.build_add_request(keys)],
-            cursor=new_cursor,
-        )
+        return register_and_run({k: {CLUSTER_TAG: cluster} for k in keys}, new_cursor)
 
     return finished_jobs_sensor
 
@@ -148,12 +138,9 @@ def _unregistered(
     """The first `limit` listed jobs (by end time) that are not `jobs` partitions yet, the
     ones found registered, and whether more wait. Asks Dagster about the listed keys only:
     listing every partition would grow with the retention."""
-    listed = sorted((c for c in jobs if c.partition_key not in recent),
-                    key=lambda c: (c.end, c.partition_key))
-    known = set(
-        instance.get_existing_dynamic_partitions(
-            JOBS_PARTITIONS.name, [c.partition_key for c in listed]
-        )
+    listed = sorted(
+        (c for c in jobs if c.partition_key not in recent), key=lambda c: (c.end, c.partition_key)
     )
+    known = registered(instance, (c.partition_key for c in listed))
     fresh = [c for c in listed if c.partition_key not in known]
     return fresh[:limit], known, len(fresh) > limit

@@ -442,23 +442,20 @@ class SqlSink:
 
     def symptom_rows(self, job_id: str, cluster: str | None = None) -> list[dict[str, Any]]:
         """The stored symptom chain of a job (all rules versions), for reports and tests."""
-        s, t = symptoms_table, results_table
-        q = (
-            select(t.c.rules_version, s)
-            .join(t, t.c.id == s.c.result_id)
-            .where(t.c.job_id == job_id, t.c.cluster == (cluster or ""))
-            .order_by(t.c.rules_version, s.c.seq)
-        )
-        with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+        return self._rows_of_job(symptoms_table, job_id, cluster)
 
     def evidence_rows(self, job_id: str, cluster: str | None = None) -> list[dict[str, Any]]:
-        e, t = evidence_table, results_table
+        """The stored evidence of a job (all rules versions)."""
+        return self._rows_of_job(evidence_table, job_id, cluster)
+
+    def _rows_of_job(self, table: Table, job_id: str, cluster: str | None) -> list[dict[str, Any]]:
+        """A child table's rows of one job's results, by rules version and position."""
+        t = results_table
         q = (
-            select(t.c.rules_version, e)
-            .join(t, t.c.id == e.c.result_id)
+            select(t.c.rules_version, table)
+            .join(t, t.c.id == table.c.result_id)
             .where(t.c.job_id == job_id, t.c.cluster == (cluster or ""))
-            .order_by(t.c.rules_version, e.c.seq)
+            .order_by(t.c.rules_version, table.c.seq)
         )
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
