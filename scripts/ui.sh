@@ -15,10 +15,9 @@ mkdir -p "$DAGSTER_HOME"
 "$VENV_BIN/python" -c 'import sys, pathlib
 from attribution_dagster.cli.local_run import write_instance_yaml
 write_instance_yaml(pathlib.Path(sys.argv[1]))' "$DAGSTER_HOME"
-# Runs are created (planned events written) by the daemon and the webserver, which do not
-# import the code location: give them the run workers' event settings (instance_tuning.py).
-export DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS=${DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS:-1}
-export DAGSTER_EVENT_BATCH_SIZE=${DAGSTER_EVENT_BATCH_SIZE:-1000}
+# The instance's own storage (BatchedSqliteEventLogStorage) answers one planned event per
+# asset per run and turns on batched event writes in every process that opens it
+# (attribution_dagster/instance/tuning.py): nothing to export here.
 # `dagster dev` maps SIGTERM to whatever SIGINT does. A shell starts background jobs
 # (`make ui &`, nohup, CI steps) with SIGINT ignored, and that is inherited: SIGTERM would
 # then be ignored too and `kill` would leave the webserver, daemon and code servers running.
