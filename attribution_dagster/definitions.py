@@ -23,7 +23,7 @@ from dagster import (
 )
 
 from attribution_dagster.assets import build_job_assets
-from attribution_dagster.assets.per_window import build_window_assets, fleet_resource
+from attribution_dagster.assets.per_window import build_window_assets
 from attribution_dagster.assets.reports import build_report_assets, build_report_schedule
 from attribution_dagster.core.config import AttributionConfig, load_config
 from attribution_dagster.core.database import default_sqlite_url
@@ -32,6 +32,7 @@ from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
     ClustersResource,
+    FleetResource,
     KueuePlacementResource,
     LocalFilesResource,
     SqlSinkResource,
@@ -85,7 +86,7 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
         "store": AssetStoreResource(url=store_url, password=store_password),
         "sink": SqlSinkResource(url=sink_url, password=password),
         "stdout": StdoutSinkResource(enabled=sink.stdout),
-        "fleet_config": fleet_resource(config),
+        "fleet_config": FleetResource.from_config(config),
     }
 
 

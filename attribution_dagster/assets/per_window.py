@@ -20,7 +20,6 @@ from dagster import (
     AssetExecutionContext,
     AssetsDefinition,
     Config,
-    ConfigurableResource,
     DailyPartitionsDefinition,
     Failure,
     HourlyPartitionsDefinition,
@@ -39,6 +38,7 @@ from attribution_dagster.core.config import AttributionConfig
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     ClustersResource,
+    FleetResource,
     SqlSinkResource,
 )
 
@@ -49,15 +49,6 @@ DEFAULT_CLUSTER = "default"
 WINDOW_ASSET_NAMES = ("finished_jobs", "window_attributions")
 
 
-class FleetResource(ConfigurableResource):
-    """The window length, the window pool's size and where weekly reports go (`fleet:`)."""
-
-    window: str = Field(default="daily", description="hourly | daily")
-    workers: int | None = Field(default=None, description="pool processes; None = cores - 1")
-    chunk_size: int = Field(default=50, ge=1, description="jobs per pool task")
-    reports_dir: str = Field(default=".attribution/reports", description="weekly reports")
-
-
 class WindowRunConfig(Config):
     """Run config of `window_attributions` (launchpad, or `attribution backfill --redo`)."""
 
@@ -65,16 +56,6 @@ class WindowRunConfig(Config):
         default=False,
         description="attribute every job of the window again, even those that already have "
         "a result under the current rules version",
-    )
-
-
-def fleet_resource(config: AttributionConfig) -> FleetResource:
-    f = config.fleet
-    return FleetResource(
-        window=f.window,
-        workers=f.workers,
-        chunk_size=f.chunk_size,
-        reports_dir=str(f.reports_path(config.base_dir)),
     )
 
 

@@ -26,10 +26,10 @@ from dagster import (
     define_asset_job,
 )
 
-from attribution_dagster.assets.per_window import GROUP, FleetResource, cluster_names
+from attribution_dagster.assets.per_window import GROUP, cluster_names
 from attribution_dagster.core.config import AttributionConfig
 from attribution_dagster.reports import weekly
-from attribution_dagster.resources import SqlSinkResource
+from attribution_dagster.resources import FleetResource, SqlSinkResource
 
 SCOPE_DIM = "scope"
 WEEK_DIM = "week"

@@ -5,6 +5,7 @@ Adding a connector means adding its client under `connectors/` and one resource 
 
 from attribution_dagster.resources.clusters import ClustersResource
 from attribution_dagster.resources.files import LocalFilesResource
+from attribution_dagster.resources.fleet import FleetResource
 from attribution_dagster.resources.kueue import KueuePlacementResource
 from attribution_dagster.resources.settings import AnalysisSettingsResource
 from attribution_dagster.resources.sinks import (
@@ -18,6 +19,7 @@ __all__ = [
     "AnalysisSettingsResource",
     "AssetStoreResource",
     "ClustersResource",
+    "FleetResource",
     "KueuePlacementResource",
     "LocalFilesResource",
     "SqlSinkResource",
