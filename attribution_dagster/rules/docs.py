@@ -40,6 +40,16 @@ def parsers_markdown(cat: ParserCatalog) -> str:
         "| --- | --- | --- | --- |",
     ]
     rows = cat.describe()
+    lines += _kind_rows(rows)
+    lines += _log_parsers(rows)
+    lines += _metric_parsers(rows)
+    lines += _origins_and_noise(cat)
+    return "\n".join(lines) + "\n"
+
+
+def _kind_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """One table row per kind of kinds.yaml: the parsers that emit it and their attrs."""
+    lines = []
     for kind, spec in vocabulary().kinds.items():
         meaning = spec.meaning
         mine = [r for r in rows if kind in r["kind"].split(" / ")]
@@ -55,7 +65,12 @@ def parsers_markdown(cat: ParserCatalog) -> str:
         ids = ", ".join(f"`{r['id']}`" for r in mine) or "-"
         attr_txt = ", ".join(sorted(attrs)) or "-"
         lines.append(f"| `{kind}` | {_md_escape(meaning)} | {ids} | {attr_txt} |")
-    lines += ["", "## Log-line parsers", ""]
+    return lines
+
+
+def _log_parsers(rows: list[dict[str, Any]]) -> list[str]:
+    """Each log-line parser: anchors, fields, attrs, decoder, group and its examples."""
+    lines = ["", "## Log-line parsers", ""]
     for r in rows:
         if r["type"] != "log":
             continue
@@ -84,7 +99,12 @@ def parsers_markdown(cat: ParserCatalog) -> str:
             exp = ex.get("expect")
             lines.append(f"-> `{exp}`" if exp is not None else "-> no observation from this parser")
             lines.append("")
-    lines += ["## Metric parsers", ""]
+    return lines
+
+
+def _metric_parsers(rows: list[dict[str, Any]]) -> list[str]:
+    """Each metric parser: metric names, mode, attrs and its sampled examples."""
+    lines = ["## Metric parsers", ""]
     for r in rows:
         if r["type"] != "metric":
             continue
@@ -107,7 +127,13 @@ def parsers_markdown(cat: ParserCatalog) -> str:
                 f"- `{r['metrics'][0]}{{{labels}}}` = {values} -> `{ex['expect']}`",
             ]
         lines.append("")
-    lines += [
+    return lines
+
+
+def _origins_and_noise(cat: ParserCatalog) -> list[str]:
+    """The launcher prefixes a line's origin is read from, and lines that must parse to
+    nothing."""
+    lines = [
         "## Launcher prefixes (origins)",
         "",
         "A launcher that gathers many processes' output into one file prefixes each line with",
@@ -129,7 +155,7 @@ def parsers_markdown(cat: ParserCatalog) -> str:
     lines += ["## Lines that must produce nothing", ""]
     for n in cat.noise:
         lines += ["```", n, "```"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def rules_markdown(engine: RuleEngine) -> str:
@@ -159,14 +185,24 @@ def rules_markdown(engine: RuleEngine) -> str:
         meaning = spec.meaning
         ids = [r.id for r in engine.rules if r.category == cat]
         lines.append(f"- `{cat}`: {meaning} ({len(ids)} rules: {', '.join(ids) or 'none'})")
-    lines += [
+    described = engine.describe()
+    lines += _rules_table(described)
+    lines += ["", "## Details", ""]
+    for d in described:
+        lines += _rule_details(d)
+    return "\n".join(lines) + "\n"
+
+
+def _rules_table(described: list[dict[str, Any]]) -> list[str]:
+    """One row per rule: role, category, weight, what it matches, where it applies."""
+    lines = [
         "",
         "## Rules",
         "",
         "| id | role | category | weight | matches | applies to |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for d in engine.describe():
+    for d in described:
         applies = []
         if d["gpu_models"]:
             applies.append("GPU " + "/".join(d["gpu_models"]))
@@ -177,64 +213,68 @@ def rules_markdown(engine: RuleEngine) -> str:
             f"| `{d['id']}` | {d['role']} | {d['category'] or ''} | {d['weight'] or ''} | "
             f"{match} | {', '.join(applies) or 'all'} |"
         )
-    lines += ["", "## Details", ""]
-    for d in engine.describe():
-        lines.append(f"### `{d['id']}`")
-        lines.append("")
-        lines.append(d["description"])
-        lines.append("")
+    return lines
+
+
+def _rule_details(d: dict[str, Any]) -> list[str]:
+    """One rule's section: description, role, summary, and each property it sets."""
+    lines = []
+    lines.append(f"### `{d['id']}`")
+    lines.append("")
+    lines.append(d["description"])
+    lines.append("")
+    lines.append(
+        f"- role: {d['role']}"
+        + (f", category `{d['category']}`, weight {d['weight']}" if d["category"] else "")
+    )
+    lines.append(f"- summary: `{d['summary']}`")
+    if d["role"] == "cause":
         lines.append(
-            f"- role: {d['role']}"
-            + (f", category `{d['category']}`, weight {d['weight']}" if d["category"] else "")
+            f"- scope: {d['scope']}"
+            + (
+                f", shared {d['shared']['label']} when seen on many nodes at once"
+                if d["shared"]
+                else ""
+            )
         )
-        lines.append(f"- summary: `{d['summary']}`")
-        if d["role"] == "cause":
-            lines.append(
-                f"- scope: {d['scope']}"
-                + (
-                    f", shared {d['shared']['label']} when seen on many nodes at once"
-                    if d["shared"]
-                    else ""
-                )
-            )
-            lines.append(f"- explains: {', '.join(d['explains'])}")
-        if d["yields_to"]:
-            lines.append(f"- yields to an earlier: {', '.join(d['yields_to'])}")
-        if d["recovered_by"]:
-            lines.append(
-                f"- cleared by: {', '.join(d['recovered_by'])} on the same node, well before "
-                "the failure (then demoted)"
-            )
-        if d["terminal"]:
-            lines.append("- terminal: causes at or after it (within clock skew) are teardown")
-        if d["rivals"]:
-            lines.append(
-                f"- rivals: also a candidate of {', '.join(d['rivals'])} at the same weight "
-                "(the line alone does not tell them apart)"
-            )
-        if d["follows"]:
-            lines.append(
-                f"- follows: where the observation named by `{d['follows']}` is present on the "
-                "same node (and GPU), classified as that one; else by this rule"
-            )
-        if d["collapse"]:
-            lines.append(
-                "- collapse: marks the collective collapse; causes with `after_collapse: "
-                "symptom` logged after it are its symptoms"
-            )
-        if d["after_collapse"] == "symptom":
-            lines.append(
-                "- after_collapse: symptom: logged after the collective collapse (a later line "
-                "of the same file, or later beyond clock skew), it is a symptom of it"
-            )
-        if d["fallback"]:
-            lines.append("- fallback: a cause only when no other cause fits")
-        if d["remediation"]:
-            lines.append(f"- remediation: {d['remediation']}")
-        ex = d["example"]
-        lines.append(f"- example: `{ex.get('excerpt') or ex}`")
-        lines.append("")
-    return "\n".join(lines) + "\n"
+        lines.append(f"- explains: {', '.join(d['explains'])}")
+    if d["yields_to"]:
+        lines.append(f"- yields to an earlier: {', '.join(d['yields_to'])}")
+    if d["recovered_by"]:
+        lines.append(
+            f"- cleared by: {', '.join(d['recovered_by'])} on the same node, well before "
+            "the failure (then demoted)"
+        )
+    if d["terminal"]:
+        lines.append("- terminal: causes at or after it (within clock skew) are teardown")
+    if d["rivals"]:
+        lines.append(
+            f"- rivals: also a candidate of {', '.join(d['rivals'])} at the same weight "
+            "(the line alone does not tell them apart)"
+        )
+    if d["follows"]:
+        lines.append(
+            f"- follows: where the observation named by `{d['follows']}` is present on the "
+            "same node (and GPU), classified as that one; else by this rule"
+        )
+    if d["collapse"]:
+        lines.append(
+            "- collapse: marks the collective collapse; causes with `after_collapse: "
+            "symptom` logged after it are its symptoms"
+        )
+    if d["after_collapse"] == "symptom":
+        lines.append(
+            "- after_collapse: symptom: logged after the collective collapse (a later line "
+            "of the same file, or later beyond clock skew), it is a symptom of it"
+        )
+    if d["fallback"]:
+        lines.append("- fallback: a cause only when no other cause fits")
+    if d["remediation"]:
+        lines.append(f"- remediation: {d['remediation']}")
+    ex = d["example"]
+    lines.append(f"- example: `{ex.get('excerpt') or ex}`")
+    lines.append("")
+    return lines
 
 
 _READING = [

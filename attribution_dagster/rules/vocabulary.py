@@ -34,7 +34,11 @@ class Kind(BaseModel):
 
     domain: Domain
     meaning: str = Field(min_length=1)
-    engine: bool = Field(default=False, description="synthesized by the engine, not parsed")
+    made_by: Literal["parser", "normalizer", "engine"] = Field(
+        default="parser",
+        description="who emits it: a parser of parsers.yaml, or synthesized by the normalizer "
+        "(a file's last line) or the engine (the job state, a silent node)",
+    )
 
 
 class Category(BaseModel):
@@ -146,8 +150,8 @@ def load_vocabulary(root: Path = RULES_DIR) -> Vocabulary:
     try:
         return Vocabulary.model_validate(fields)
     except ValidationError as exc:
-        first = str(exc.errors()[0].get("loc", ("",))[0])
-        path = {"kinds": kinds, "categories": cats}.get(first, xids)
+        loc = exc.errors()[0].get("loc") or ("xids",)  # cross-checks are about the XIDs
+        path = {"kinds": kinds, "categories": cats}.get(str(loc[0]), xids)
         raise VocabularyError(f"{path}: {_where(exc)}") from exc
 
 
