@@ -166,6 +166,7 @@ def not_failed(
     base: Base,
     cap: int,
 ) -> AttributionResult:
+    """The job completed: its fault-like events are listed, none is a cause."""
     links, evidence = chain([], causes + symptoms, cap)
     if causes:
         notes.insert(
@@ -194,6 +195,8 @@ def unattributed(
     cap: int,
     pointed: str | None = None,
 ) -> AttributionResult:
+    """Nothing explains the failure well enough: the symptoms and weak causes as the chain,
+    and where to look first when the peers (or a lone failed task) point at one node."""
     weak = [i for c in roots for i in all_items(c)]
     links, evidence = chain([], weak + symptoms, cap)
     kinds = sorted({s.obs.kind for s in symptoms})
@@ -239,6 +242,7 @@ def ambiguous(
     base: Base,
     cap: int,
 ) -> AttributionResult:
+    """Distinct causes fit about equally: each is a candidate, all their nodes suspects."""
     root_items = [i for c in fits for i in c.items]
     others = [i for c in roots for i in all_items(c) if i not in root_items]
     links, evidence = chain(root_items, others + symptoms, cap)
@@ -281,6 +285,8 @@ def attributed(
     base: Base,
     cap: int,
 ) -> AttributionResult:
+    """One cause: its category, suspects, headline, confidence (lower when a runner-up is
+    close or the time is unknown) and the lower-ranked causes as notes."""
     others = [i for i in all_items(top) if i not in top.items]
     for c in roots:
         if c is not top:
