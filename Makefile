@@ -55,8 +55,8 @@ lint: $(STAMP)
 
 ## Regenerate the parser and rule catalogs in docs/.
 docs: $(STAMP)
-	$(BIN)/python -m attribution_dagster.rules.parsers --markdown > docs/parsers.md
-	$(BIN)/python -m attribution_dagster.rules.engine.engine --markdown > docs/rules.md
+	$(BIN)/attribution parsers --markdown > docs/parsers.md
+	$(BIN)/attribution rules --markdown > docs/rules.md
 
 clean:
 	rm -rf $(VENV) .attribution .dagster .pytest_cache .hypothesis build *.egg-info

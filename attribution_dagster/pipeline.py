@@ -30,25 +30,19 @@ from attribution_dagster.core.evidence import (
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.rules.engine.engine import RuleEngine, load_engine
-from attribution_dagster.rules.parsers import ParserCatalog, load_catalog
-
-_catalog: ParserCatalog | None = None
-_engine: RuleEngine | None = None
+from attribution_dagster.rules import catalog as catalogs
+from attribution_dagster.rules.engine import RuleEngine
+from attribution_dagster.rules.parsers import ParserCatalog
 
 
 def catalog() -> ParserCatalog:
-    global _catalog
-    if _catalog is None:
-        _catalog = load_catalog()
-    return _catalog
+    """The parser catalog every step of the pipeline uses (compiled once: rules/catalog.py)."""
+    return catalogs.parsers()
 
 
 def engine() -> RuleEngine:
-    global _engine
-    if _engine is None:
-        _engine = load_engine()
-    return _engine
+    """The rule engine every step of the pipeline uses (loaded once: rules/catalog.py)."""
+    return catalogs.engine()
 
 
 def load_context(case: str | Path) -> ExecutionContext:

@@ -130,8 +130,8 @@ def test_heldout_result_honours_the_contract(name: str) -> None:
     import gzip
     import re
 
-    from attribution_dagster.core.observation import OBSERVATION_KINDS
-    from attribution_dagster.core.result import CATEGORIES, AttributionResult
+    from attribution_dagster.core.result import AttributionResult
+    from attribution_dagster.rules.vocabulary import vocabulary
 
     res = _result(name)
     case = HELDOUT / name
@@ -139,7 +139,7 @@ def test_heldout_result_honours_the_contract(name: str) -> None:
     doc = json.loads(res.contract_json())
     AttributionResult.model_validate(doc)
     assert doc["job_id"] == ctx["job_id"]
-    assert (doc["category"] in CATEGORIES) == (doc["status"] == "attributed")
+    assert (doc["category"] in vocabulary().categories) == (doc["status"] == "attributed")
     assert set(doc["suspect_nodes"]) <= set(ctx["nodes"])
     norm = lambda s: " ".join(s.replace("\x00", "").split())  # noqa: E731
     items = list(res.evidence) + [link.evidence for link in res.symptom_chain]
@@ -157,7 +157,7 @@ def test_heldout_result_honours_the_contract(name: str) -> None:
     last = None
     unknown = False
     for link in res.symptom_chain:
-        assert link.kind in OBSERVATION_KINDS
+        assert link.kind in vocabulary().kinds
         if link.time is None:
             unknown = True
             continue

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from attribution_dagster.core.context import ExecutionContext
-from attribution_dagster.core.observation import OBSERVATION_KINDS
-from attribution_dagster.core.result import CATEGORIES, CONTRACT_FIELDS, AttributionResult
+from attribution_dagster.core.result import CONTRACT_FIELDS, AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
+from attribution_dagster.rules.vocabulary import vocabulary
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 CASES = sorted(
@@ -92,14 +92,14 @@ def test_expected_file_is_coherent(name: str) -> None:
     assert exp["failed"] == ctx.failed
     assert (exp["status"] == "not_failed") == (not exp["failed"])
     if exp["status"] == "attributed":
-        assert exp["category"] in CATEGORIES
+        assert exp["category"] in vocabulary().categories
     else:
         assert exp["category"] is None
     assert set(exp["suspect_nodes"]) <= set(ctx.nodes)
-    assert set(exp.get("candidate_categories", [])) <= set(CATEGORIES)
+    assert set(exp.get("candidate_categories", [])) <= set(vocabulary().categories)
     if exp.get("candidate_categories"):
         assert exp["status"] == "ambiguous"
-    assert set(exp.get("root_cause_kinds", [])) <= set(OBSERVATION_KINDS)
+    assert set(exp.get("root_cause_kinds", [])) <= set(vocabulary().kinds)
     assert exp.get("why"), "every case says why"
     assert any((SAMPLES / name / "logs").iterdir()), "a case without logs tests nothing"
 
@@ -142,17 +142,17 @@ def test_result_honours_the_contract(name: str) -> None:
     assert doc["status"] in STATUSES
     assert doc["rules_version"]
     if doc["status"] == "attributed":
-        assert doc["category"] in CATEGORIES
+        assert doc["category"] in vocabulary().categories
     else:
         assert doc["category"] is None
     if doc["status"] == "ambiguous":
         assert len(doc["candidates"]) >= 2, "ambiguous means at least two candidates fit"
     for cand in doc["candidates"]:
-        assert cand["category"] in CATEGORIES
+        assert cand["category"] in vocabulary().categories
     assert set(doc["suspect_nodes"]) <= set(ctx.nodes), "suspects must be nodes of the job"
     for link in doc["symptom_chain"]:
         assert link["role"] in ("root_cause", "symptom")
-        assert link["kind"] in OBSERVATION_KINDS
+        assert link["kind"] in vocabulary().kinds
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 
 from attribution_dagster.core.context import ExecutionContext
-from attribution_dagster.core.result import CATEGORIES, CONTRACT_FIELDS, AttributionResult
+from attribution_dagster.core.result import CONTRACT_FIELDS, AttributionResult
+from attribution_dagster.rules.vocabulary import vocabulary
 
 CONTRACT_CHECK = "result_matches_contract"
 COVERAGE_CHECK = "every_node_has_evidence_or_gap_stated"
@@ -36,14 +37,14 @@ def contract_problems(result: AttributionResult) -> list[str]:
     if result.status not in _STATUSES:
         problems.append(f"status {result.status!r} is not one of {sorted(_STATUSES)}")
     if result.status == "attributed":
-        if result.category not in CATEGORIES:
+        if result.category not in vocabulary().categories:
             problems.append(f"attributed with category {result.category!r} outside the taxonomy")
     elif result.category is not None:
         problems.append(f"category {result.category!r} set although status is {result.status}")
     if result.status == "ambiguous" and not result.candidates:
         problems.append("ambiguous without candidates")
     for c in result.candidates:
-        if c.category not in CATEGORIES:
+        if c.category not in vocabulary().categories:
             problems.append(f"candidate category {c.category!r} outside the taxonomy")
     if (result.status == "not_failed") == result.failed:
         problems.append(f"failed={result.failed} contradicts status {result.status}")

@@ -30,6 +30,7 @@ from attribution_dagster.assets.per_window import GROUP, cluster_names
 from attribution_dagster.core.config import AttributionConfig
 from attribution_dagster.reports import weekly
 from attribution_dagster.resources import FleetResource, SqlSinkResource
+from attribution_dagster.rules.vocabulary import category_meanings
 
 SCOPE_DIM = "scope"
 WEEK_DIM = "week"
@@ -69,7 +70,7 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         dims = partitions.get_partition_key_from_str(context.partition_key).keys_by_dimension
         scope, week = dims[SCOPE_DIM], dims[WEEK_DIM]
         cluster = scope if scope in clusters else None
-        rep = weekly.build_report(sink.client().url, week, cluster)
+        rep = weekly.build_report(sink.client().url, week, cluster, category_meanings())
         out = Path(fleet_config.reports_dir) / rep.scope / rep.week
         paths = weekly.write_report(rep, out)
         charts = {n: paths[n].read_bytes() for n in ("failed_by_category", "gpu_hours_lost",

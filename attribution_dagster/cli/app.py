@@ -31,7 +31,7 @@ examples:
   attribution export atlas/4412201 /tmp/case-4412201
   attribution run samples                 # every case, through Dagster, into SQLite
   attribution run samples --direct --db postgresql+psycopg://user@host/db
-  attribution rules                       # the rule catalog
+  attribution rules                       # the rule catalog (--markdown: docs/rules.md)
   attribution backfill atlas --since 2026-10-01 --until 2026-11-12
   attribution report --week 2026-W46 --cluster atlas --out /tmp/report
 
@@ -204,9 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_fleet_parsers(sub)  # backfill, report (docs/fleet.md)
 
-    for name, text in (("rules", "list the attribution rules (docs/rules.md has the details)"),
-                       ("parsers", "list the log/metric parsers (docs/parsers.md)")):
-        add_config_arg(sub.add_parser(name, help=text, description=text))
+    from attribution_dagster.cli.catalog import add_catalog_parsers
+
+    add_catalog_parsers(sub, add_config_arg)  # rules, parsers (docs/rules.md, docs/parsers.md)
     return p
 
 
@@ -443,25 +443,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_catalog(kind: str) -> int:
-    from attribution_dagster.reports.render import table
-
-    if kind == "rules":
-        from attribution_dagster.pipeline import engine
-
-        rows = [[d.get("id", ""), d.get("role", ""), d.get("category") or "-",
-                 str(d.get("weight", ""))] for d in engine().describe()]
-        print(table(["rule", "role", "category", "weight"], rows))
-        print(f"\nrules version {engine().rules_version}")
-    else:
-        from attribution_dagster.pipeline import catalog
-
-        rows = [[d.get("id", ""), d.get("kind", ""), ", ".join(d.get("anchors", []))[:60]]
-                for d in catalog().describe()]
-        print(table(["parser", "kind", "anchors"], rows))
-    return EXIT_OK
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -482,7 +463,10 @@ def main(argv: list[str] | None = None) -> int:
 
             return cli_fleet.cmd_backfill(args) if args.command == "backfill" else (
                 cli_fleet.cmd_report(args))
-        return cmd_catalog(args.command)
+        from attribution_dagster.cli import catalog as cli_catalog
+
+        return cli_catalog.cmd_rules(args) if args.command == "rules" else (
+            cli_catalog.cmd_parsers(args))
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except (ConfigError, _UsageError) as e:

@@ -324,6 +324,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from attribution_dagster.core.config import ConfigError, load_config
     from attribution_dagster.reports import weekly as report
     from attribution_dagster.reports.render import table
+    from attribution_dagster.rules.vocabulary import category_meanings
 
     try:
         config = load_config(args.config)
@@ -335,7 +336,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _fail(f"cluster {args.cluster!r} is not configured (configured: {known}); "
                      "leave out --cluster for the whole fleet")
     url = _db_url(args.db, config)
-    rep = report.build_report(url, monday, args.cluster)
+    rep = report.build_report(url, monday, args.cluster, category_meanings())
     out = args.out or config.fleet.reports_path(config.base_dir) / rep.scope / rep.week
     paths = report.write_report(rep, out)
     print(f"Weekly failure report: {rep.scope}, {rep.week}")

@@ -31,20 +31,9 @@ CONTRACT_FIELDS = frozenset(
 Role = Literal["root_cause", "symptom"]
 Status = Literal["attributed", "ambiguous", "unattributed", "not_failed"]
 
-CATEGORIES: dict[str, str] = {
-    "gpu.nvlink": "NVLink / NVSwitch fault",
-    "gpu.memory": "uncorrectable GPU memory error",
-    "gpu.lost": "GPU fell off the bus or became inaccessible",
-    "gpu.driver": "GPU firmware / driver fault",
-    "network.fabric": "InfiniBand / RoCE / Ethernet fabric fault",
-    "node.down": "node became unreachable, crashed or was marked failed",
-    "node.host_oom": "host kernel OOM killer ended the workload",
-    "storage": "filesystem or disk fault",
-    "app.gpu_oom": "the application ran out of GPU memory",
-    "app.error": "the application failed on its own",
-    "scheduler.time_limit": "the job hit its time limit",
-    "scheduler.cancelled": "the job was cancelled or preempted",
-}
+Category = str
+"""A failure category: a name from rules/categories.yaml (the spec taxonomy). The rules layer
+owns the words and validates the rule catalog against them; core holds only the type."""
 
 
 class Evidence(BaseModel):
@@ -77,7 +66,7 @@ class ChainLink(BaseModel):
 
 
 class Candidate(BaseModel):
-    category: str
+    category: Category
     nodes: list[str]
     score: float
     rule: str | None = None
@@ -97,7 +86,7 @@ class AttributionResult(BaseModel):
     job_id: str
     failed: bool
     status: Status
-    category: str | None
+    category: Category | None
     candidates: list[Candidate] = Field(default_factory=list)
     suspect_nodes: list[str] = Field(default_factory=list)
     symptom_chain: list[ChainLink] = Field(default_factory=list)

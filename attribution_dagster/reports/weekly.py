@@ -31,7 +31,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import and_, exists, func, or_, select
 
-from attribution_dagster.core.result import CATEGORIES
 from attribution_dagster.reports.tables import markdown_table
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table, suspects_table
 
@@ -128,6 +127,9 @@ class WeeklyReport(BaseModel):
     this: WeekStats
     previous: WeekStats
     offenders: list[Offender] = Field(default_factory=list)
+    # category -> what it means (rules/categories.yaml, passed in by the caller: reports read
+    # results, not the rules); a category without one is shown by its name
+    meanings: dict[str, str] = Field(default_factory=dict)
     generated_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
     def offenders_of(self, kind: str) -> list[Offender]:
@@ -291,8 +293,14 @@ def repeat_offenders(
     return found
 
 
-def build_report(url: str, week: str | date, cluster: str | None = None) -> WeeklyReport:
-    """The report of one ISO week, for one cluster or (cluster None) the whole fleet."""
+def build_report(
+    url: str,
+    week: str | date,
+    cluster: str | None = None,
+    meanings: dict[str, str] | None = None,
+) -> WeeklyReport:
+    """The report of one ISO week, for one cluster or (cluster None) the whole fleet;
+    `meanings` explain the categories (rules/categories.yaml)."""
     monday = parse_week(week) if isinstance(week, str) else week
     start = datetime(monday.year, monday.month, monday.day, tzinfo=timezone.utc)
     end = start + timedelta(days=7)
@@ -305,6 +313,7 @@ def build_report(url: str, week: str | date, cluster: str | None = None) -> Week
         this=week_stats(sink, start, end, cluster),
         previous=week_stats(sink, start - timedelta(days=7), start, cluster),
         offenders=repeat_offenders(sink, start, end, cluster),
+        meanings=dict(meanings or {}),
     )
 
 
@@ -334,8 +343,11 @@ def summary_rows(rep: WeeklyReport) -> list[list[str]]:
     ]
 
 
+_STATUS_ROWS = ("ambiguous", "unattributed", "pending")  # rows that are statuses, not categories
+
+
 def _failed_jobs(st: WeekStats, key: str) -> int:
-    return st.by_category.get(key, 0) if key in CATEGORIES else st.by_status.get(key, 0)
+    return st.by_status.get(key, 0) if key in _STATUS_ROWS else st.by_category.get(key, 0)
 
 
 def category_rows(rep: WeeklyReport) -> list[list[str]]:
@@ -346,7 +358,7 @@ def category_rows(rep: WeeklyReport) -> list[list[str]]:
     return [
         [
             k,
-            CATEGORIES.get(k, k.replace("_", " ")),
+            rep.meanings.get(k, k.replace("_", " ")),
             str(_failed_jobs(t, k)),
             t.gpu_hours_text(k),
             _delta(_failed_jobs(t, k), _failed_jobs(p, k)),

@@ -165,6 +165,26 @@ def test_catalog_commands_list_entries(capsys, command: str, needle: str) -> Non
     assert needle in out
 
 
+@pytest.mark.parametrize("command", ["rules", "parsers"])
+def test_catalog_markdown_is_the_committed_doc(capsys, command: str) -> None:
+    """`attribution rules|parsers --markdown` (make docs) writes docs/<command>.md."""
+    assert main([command, "--markdown"]) == 0
+    doc = Path(__file__).resolve().parents[2] / "docs" / f"{command}.md"
+    assert capsys.readouterr().out == doc.read_text(encoding="utf-8")
+
+
+def test_rules_validates_another_rules_file(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("version: '1'\nrules:\n  - id: x\n    description: d\n")
+    assert main(["rules", "--rules", str(bad)]) == 2
+    assert "rule 'x' field" in capsys.readouterr().err
+
+
+def test_parsers_anchors_prints_the_prefilter_literals(capsys) -> None:
+    assert main(["parsers", "--anchors"]) == 0
+    assert "NVRM: Xid" in capsys.readouterr().out.splitlines()
+
+
 def test_run_direct_prints_summary_with_cause_time_and_stores(tmp_path: Path, capsys) -> None:
     make_case(tmp_path / "cases" / "one", logs={"node-b/syslog": XID79, "node-a/app.log": ""})
     db = tmp_path / "r.db"

@@ -33,9 +33,8 @@ from attribution_dagster.core.evidence import (
     SourceCoverage,
 )
 from attribution_dagster.core.locators import FileLine, KubeObject, Locator, Note, QueryAt
-from attribution_dagster.core.observation import OBSERVATION_KINDS, Observation
+from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import (
-    CATEGORIES,
     AttributionResult,
     Candidate,
     ChainLink,
@@ -43,6 +42,7 @@ from attribution_dagster.core.result import (
     Suspect,
 )
 from attribution_dagster.core.settings import AnalysisSettings, Window
+from attribution_dagster.rules.vocabulary import vocabulary
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -191,7 +191,7 @@ log_batch = st.builds(
 )
 observation = st.builds(
     Observation,
-    kind=st.sampled_from(sorted(OBSERVATION_KINDS)),
+    kind=st.sampled_from(sorted(vocabulary().kinds)),
     node=name,
     time=any_time,
     time_quality=quality,
@@ -226,7 +226,7 @@ chain_link = st.builds(
     ChainLink,
     time=any_time,
     node=name,
-    kind=st.sampled_from(sorted(OBSERVATION_KINDS)),
+    kind=st.sampled_from(sorted(vocabulary().kinds)),
     role=st.sampled_from(["root_cause", "symptom"]),
     summary=text,
     evidence=evidence,
@@ -237,7 +237,7 @@ chain_link = st.builds(
 )
 candidate = st.builds(
     Candidate,
-    category=st.sampled_from(sorted(CATEGORIES)),
+    category=st.sampled_from(sorted(vocabulary().categories)),
     nodes=st.lists(name, max_size=3),
     score=finite,
     rule=st.none() | name,
@@ -252,7 +252,7 @@ attribution_result = st.builds(
     job_id=name,
     failed=st.booleans(),
     status=st.sampled_from(["attributed", "ambiguous", "unattributed", "not_failed"]),
-    category=st.none() | st.sampled_from(sorted(CATEGORIES)),
+    category=st.none() | st.sampled_from(sorted(vocabulary().categories)),
     candidates=st.lists(candidate, max_size=2),
     suspect_nodes=st.lists(name, max_size=2),
     symptom_chain=st.lists(chain_link, max_size=2),

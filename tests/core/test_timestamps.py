@@ -181,7 +181,7 @@ def test_json_lines_without_a_time_field(parser: TimestampParser, line: bytes) -
 
 
 def test_parsers_read_the_message_of_a_json_line() -> None:
-    from attribution_dagster.rules.decode_fields import json_message, strip_prefix
+    from attribution_dagster.rules.decoders import json_message, strip_prefix
 
     line = '{"date": "2026-11-02T10:03:11Z", "log": "[rank3]: ValueError: bad \\"x\\"\\n"}'
     assert json_message(line) == '[rank3]: ValueError: bad "x"'

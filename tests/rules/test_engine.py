@@ -13,7 +13,7 @@ from attribution_dagster.core.evidence import SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import CONTRACT_FIELDS, AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.rules.engine.engine import load_engine
+from attribution_dagster.rules.engine import load_engine
 
 ENGINE = load_engine()
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)

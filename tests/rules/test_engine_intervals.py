@@ -19,7 +19,7 @@ from attribution_dagster.core.evidence import SourceCoverage
 from attribution_dagster.core.formats.scan import FileScanner, ScanSpec
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.pipeline import analyze_case, catalog
-from attribution_dagster.rules.engine.engine import load_engine
+from attribution_dagster.rules.engine import load_engine
 
 UTC = timezone.utc
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)

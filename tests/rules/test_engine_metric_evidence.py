@@ -12,7 +12,7 @@ from test_engine_progress import T0, ob  # one observation factory for the engin
 
 from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.observation import Observation
-from attribution_dagster.rules.engine.engine import load_engine
+from attribution_dagster.rules.engine import load_engine
 
 ENGINE = load_engine()
 NODES = ["a", "b", "c", "d"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.observation import Observation
-from attribution_dagster.rules.engine.engine import load_engine
+from attribution_dagster.rules.engine import load_engine
 from attribution_dagster.rules.engine.liveness import converge, learn_addresses, peer_node
 
 ENGINE = load_engine()

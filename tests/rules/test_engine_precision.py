@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.observation import Observation
-from attribution_dagster.rules.engine.engine import load_engine
+from attribution_dagster.rules.engine import load_engine
 
 ENGINE = load_engine()
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)

@@ -14,7 +14,7 @@ from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.formats.scan import FileScanner, ScanSpec
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.pipeline import catalog
-from attribution_dagster.rules.engine.engine import load_engine
+from attribution_dagster.rules.engine import load_engine
 
 ENGINE = load_engine()
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)

@@ -14,14 +14,15 @@ import pytest
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord
 from attribution_dagster.core.locators import FileLine, QueryAt
-from attribution_dagster.core.observation import OBSERVATION_KINDS
-from attribution_dagster.rules.decode_fields import DECODERS, XID_TABLE, classify_exception
+from attribution_dagster.rules.decoders import DECODERS
+from attribution_dagster.rules.decoders.application import classify_exception
+from attribution_dagster.rules.docs import parsers_markdown
 from attribution_dagster.rules.parsers import (
     CatalogError,
     ExampleSpec,
     load_catalog,
-    markdown,
 )
+from attribution_dagster.rules.vocabulary import vocabulary
 
 CAT = load_catalog()
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
@@ -83,12 +84,12 @@ def test_catalog_example(parser_id: str, index: int, ex: ExampleSpec) -> None:
 def test_catalog_is_consistent() -> None:
     assert len(CAT.parsers) >= 30
     for p in CAT.parsers:
-        assert p.spec.kind in OBSERVATION_KINDS
+        assert p.spec.kind in vocabulary().kinds
         assert p.spec.examples, p.spec.id
         assert any(ex.expect is not None for ex in p.spec.examples), p.spec.id
         assert p.spec.decoder is None or p.spec.decoder in DECODERS
     for m in CAT.metric_specs:
-        assert m.kind in OBSERVATION_KINDS
+        assert m.kind in vocabulary().kinds
 
 
 def test_every_matching_example_contains_an_anchor_of_its_parser() -> None:
@@ -148,9 +149,9 @@ def test_xid_table_covers_field_facts_codes() -> None:
     codes = [8, 13, 31, 32, 43, 45, 46, 48, 62, 63, 64, 69, 74, 79, 92, 94, 95, 109, 119, 120]
     codes += [121, 136, 137, 140, *range(143, 151), *range(154, 159), *range(162, 171)]
     for code in codes:
-        assert code in XID_TABLE, code
+        assert code in vocabulary().xids, code
         o = one(f"NVRM: Xid (PCI:0000:3b:00): {code}, pid=1, name=python3, something", "xid")
-        assert o.code == code and o.attrs["mnemonic"] == XID_TABLE[code][0]
+        assert o.code == code and o.attrs["mnemonic"] == vocabulary().xids[code].mnemonic
     o = one("NVRM: Xid (PCI:0000:3b:00): 999, mystery", "xid")
     assert o.attrs["mnemonic"] == "UNKNOWN" and o.code == 999
 
@@ -674,8 +675,13 @@ def test_metrics_tolerate_nan_and_inf() -> None:
 # --- catalog loading and docs -------------------------------------------------------------------
 
 
-def test_load_catalog_is_cached() -> None:
-    assert load_catalog() is load_catalog()
+def test_the_catalog_is_compiled_once_per_process() -> None:
+    from attribution_dagster import pipeline
+    from attribution_dagster.rules import catalog
+
+    assert catalog.parsers() is catalog.parsers() is pipeline.catalog()
+    assert catalog.engine() is catalog.engine() is pipeline.engine()
+    assert catalog.parsers(catalog.CATALOG_PATH) is catalog.parsers()  # keyed by the file
 
 
 def test_bad_catalog_is_a_clear_error(tmp_path: Path) -> None:
@@ -695,13 +701,13 @@ def test_bad_catalog_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_docs_are_generated_from_catalog() -> None:
-    md = markdown(CAT)
+    md = parsers_markdown(CAT)
     for p in CAT.parsers:
         assert f"`{p.spec.id}`" in md
-    for kind in OBSERVATION_KINDS:
+    for kind in vocabulary().kinds:
         assert f"`{kind}`" in md
     assert DOCS.exists(), (
-        "run: python -m attribution_dagster.rules.parsers --markdown > docs/parsers.md"
+        "run: attribution parsers --markdown > docs/parsers.md (make docs)"
     )
     assert DOCS.read_text(encoding="utf-8") == md, "docs/parsers.md is stale: regenerate it"
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord
 from attribution_dagster.core.locators import Note
-from attribution_dagster.core.observation import OBSERVATION_KINDS
 from attribution_dagster.rules.parsers import load_catalog
+from attribution_dagster.rules.vocabulary import vocabulary
 
 CAT = load_catalog()
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
@@ -33,7 +33,7 @@ FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 def check(text: str, node: str = "node-a") -> None:
     rec = RawRecord(source="files", node=node, locator="f:1", time=T0, text=text)
     for obs in CAT.parse_record(rec, CTX):
-        assert obs.kind in OBSERVATION_KINDS
+        assert obs.kind in vocabulary().kinds
         assert len(obs.excerpt) <= 300
         assert str(obs.locator) == "f:1" and obs.source == "files"
         assert obs.node in ("node-a", "node-b")
@@ -108,7 +108,7 @@ def test_arbitrary_metric_samples(items: list[tuple[str, float, int, dict[str, s
         for i, (n, v, s, lab) in enumerate(items)
     ]
     obs = CAT.normalize(RawEvidence(job_id="1", samples=samples), CTX)
-    assert all(o.kind in OBSERVATION_KINDS for o in obs)
+    assert all(o.kind in vocabulary().kinds for o in obs)
 
 
 def test_long_lines_with_many_anchors_stay_fast() -> None:

@@ -359,7 +359,7 @@ def test_kubectl_pod_prefix_resolves_through_the_pods(tmp_path: Path) -> None:
 
 def test_every_origin_example_is_read_and_stripped() -> None:
     """The origins table (parsers.yaml) and strip_prefix agree on every example line."""
-    from attribution_dagster.rules.decode_fields import strip_prefix
+    from attribution_dagster.rules.decoders import strip_prefix
     from attribution_dagster.rules.parsers import load_catalog
 
     cat = load_catalog()

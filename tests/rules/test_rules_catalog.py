@@ -12,9 +12,12 @@ import yaml
 
 from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.observation import Observation
-from attribution_dagster.core.result import CATEGORIES, AttributionResult
-from attribution_dagster.rules.engine.engine import DEFAULT_RULES, load_engine, render_markdown
+from attribution_dagster.core.result import AttributionResult
+from attribution_dagster.rules.docs import rules_markdown
+from attribution_dagster.rules.engine import load_engine
+from attribution_dagster.rules.engine.engine import DEFAULT_RULES
 from attribution_dagster.rules.engine.rulebook import RulebookError
+from attribution_dagster.rules.vocabulary import vocabulary
 
 ENGINE = load_engine()
 RULES = ENGINE.rules
@@ -58,7 +61,7 @@ def test_version_names_the_file_hash() -> None:
 
 def test_catalog_covers_every_category() -> None:
     covered = {r.category for r in RULES if r.role == "cause"}
-    assert covered == set(CATEGORIES)
+    assert covered == set(vocabulary().categories)
 
 
 # Every XID of FIELD-FACTS section 1, as its own description reads: (role, category) on a
@@ -78,9 +81,7 @@ _XID_ROLES: dict[int, tuple[str, str | None]] = {
 
 
 def test_every_xid_in_the_table_has_its_field_facts_role() -> None:
-    from attribution_dagster.rules.decode_fields import XID_TABLE
-
-    assert set(_XID_ROLES) == set(XID_TABLE)
+    assert set(_XID_ROLES) == set(vocabulary().xids)
     wrong = {}
     for code, want in _XID_ROLES.items():
         obs = Observation(
@@ -164,15 +165,15 @@ def test_describe_lists_every_rule() -> None:
     described = ENGINE.describe()
     assert [d["id"] for d in described] == [r.id for r in RULES]
     assert all(d["example"] for d in described)
-    assert all(d["category"] in CATEGORIES for d in described if d["role"] == "cause")
+    assert all(d["category"] in vocabulary().categories for d in described if d["role"] == "cause")
 
 
 def test_docs_are_generated_from_the_catalog() -> None:
-    md = render_markdown(ENGINE)
+    md = rules_markdown(ENGINE)
     for r in RULES:
         assert f"`{r.id}`" in md
     assert DOCS.exists(), (
-        "run: python -m attribution_dagster.rules.engine.engine --markdown > docs/rules.md"
+        "run: attribution rules --markdown > docs/rules.md (make docs)"
     )
     assert DOCS.read_text() == md, "docs/rules.md is stale; regenerate it"
 

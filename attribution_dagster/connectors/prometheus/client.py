@@ -195,7 +195,7 @@ class Family:
 
 def catalog_families(extra: Sequence[str] = ()) -> list[Family]:
     """One family per metric spec of the parser catalog, plus `extra` names."""
-    from attribution_dagster.rules.parsers import load_catalog
+    from attribution_dagster.rules.catalog import parsers
 
     out = [
         Family(
@@ -206,7 +206,7 @@ def catalog_families(extra: Sequence[str] = ()) -> list[Family]:
             normal=m.normal,
             steady_after=m.steady_abnormal_after,
         )
-        for m in load_catalog().metric_specs
+        for m in parsers().metric_specs
     ]
     known = {n for f in out for n in f.names}
     rest = tuple(n for n in dict.fromkeys(extra) if n not in known)

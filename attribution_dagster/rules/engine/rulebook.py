@@ -15,8 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from attribution_dagster.core.context import JobState
-from attribution_dagster.core.observation import OBSERVATION_KINDS, Observation
-from attribution_dagster.core.result import CATEGORIES
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.rules.vocabulary import vocabulary
 
 
 class RulebookError(ValueError):
@@ -170,7 +170,7 @@ class Match(BaseModel):
             raise ValueError("match needs `kind`")
         kinds = tuple(kind) if isinstance(kind, list) else (kind,)
         for k in kinds:
-            if k not in OBSERVATION_KINDS:
+            if k not in vocabulary().kinds:
                 raise ValueError(f"unknown observation kind {k!r}")
         where: dict[str, Predicate] = {}
         for key, pred in raw.items():
@@ -345,7 +345,8 @@ class Rule(BaseModel):
             base = item.split("@", 1)[0]
             if item.count("@") > 1 or ("@" in item and item.split("@", 1)[1] != "node"):
                 raise ValueError(f"{item!r}: the only qualifier is '@node' (same node only)")
-            if base != SYMPTOMS_TOKEN and base not in CATEGORIES and base not in OBSERVATION_KINDS:
+            known = vocabulary()
+            if base != SYMPTOMS_TOKEN and base not in known.categories and base not in known.kinds:
                 raise ValueError(
                     f"{item!r} is neither a category, an observation kind nor 'symptoms'"
                 )
@@ -363,8 +364,9 @@ class Rule(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Rule:
         if self.role == "cause":
-            if self.category not in CATEGORIES:
-                raise ValueError(f"category: {self.category!r} is not one of {sorted(CATEGORIES)}")
+            categories = vocabulary().categories
+            if self.category not in categories:
+                raise ValueError(f"category: {self.category!r} is not one of {sorted(categories)}")
             if self.weight <= 0:
                 raise ValueError("weight: a cause needs a weight > 0")
         elif self.category is not None:
@@ -379,7 +381,7 @@ class Rule(BaseModel):
         if self.rivals and self.role != "cause":
             raise ValueError("rivals: only for causes")
         for cat in self.rivals:
-            if cat not in CATEGORIES or cat == self.category:
+            if cat not in vocabulary().categories or cat == self.category:
                 raise ValueError(f"rivals: {cat!r} is not another category")
         if self.follows is not None and not self.follows.startswith("attrs."):
             raise ValueError(f"follows: {self.follows!r} must be attrs.<name>")
@@ -388,6 +390,38 @@ class Rule(BaseModel):
         if self.collapse and self.role != "symptom":
             raise ValueError("collapse: only for symptoms")
         return self
+
+    def describe(self) -> dict[str, Any]:
+        """The rule as plain data (the catalog CLI and docs/rules.md read this)."""
+        match: dict[str, Any] = {"kind": list(self.match.kinds)}
+        for k, p in self.match.where.items():
+            match[k] = p.model_dump(by_alias=True, exclude_defaults=True)
+            if "eq" in match[k]:
+                match[k] = match[k]["eq"]
+        return {
+            "id": self.id,
+            "description": self.description,
+            "role": self.role,
+            "category": self.category,
+            "weight": self.weight,
+            "match": match,
+            "gpu_models": self.gpu_models,
+            "states": [s.value for s in self.states] if self.states else None,
+            "scope": self.scope,
+            "shared": self.shared.model_dump() if self.shared else None,
+            "explains": self.explains if self.role == "cause" else [],
+            "yields_to": self.yields_to,
+            "recovered_by": list(self.recovered_by.kinds) if self.recovered_by else [],
+            "terminal": self.terminal,
+            "rivals": self.rivals,
+            "follows": self.follows,
+            "collapse": self.collapse,
+            "after_collapse": self.after_collapse,
+            "fallback": self.fallback,
+            "summary": self.summary,
+            "remediation": self.remediation,
+            "example": self.example.model_dump(exclude_defaults=True, mode="json"),
+        }
 
     def applies(self, gpu_model: str | None, state: JobState | None) -> bool:
         if self.gpu_models and gpu_model:
