@@ -20,6 +20,7 @@ from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.files.client import LocalFilesClient
 from attribution_dagster.connectors.static.client import StaticContextClient
 from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dumps
 from attribution_dagster.core.evidence import (
     LogBatch,
     MetricSample,
@@ -30,6 +31,7 @@ from attribution_dagster.core.evidence import (
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
+from attribution_dagster.rules.engine import hangs
 from attribution_dagster.rules.engine.engine import RuleEngine, load_engine
 from attribution_dagster.rules.parsers import ParserCatalog, load_catalog
 
@@ -143,6 +145,7 @@ def collect_evidence(
                 ],
             )
         )
+    dumps = collect_dumps(case, ctx, coverage)
     return RawEvidence(
         job_id=ctx.job_id,
         records=records,
@@ -150,7 +153,29 @@ def collect_evidence(
         progress=progress,
         samples=samples,
         coverage=coverage,
+        dumps=dumps,
     )
+
+
+def collect_dumps(
+    case: str | Path | None, ctx: ExecutionContext, coverage: list[SourceCoverage]
+) -> list[FlightDump]:
+    """The case's flight-recorder dumps (`dumps/`), read with the restricted unpickler; a
+    refused or unreadable dump is a `files:dumps` coverage error (issue 18)."""
+    if case is None or not (Path(case) / "dumps").is_dir():
+        return []
+    scan = read_dumps(Path(case), list(ctx.nodes))
+    coverage.append(
+        SourceCoverage(
+            source="files:dumps",
+            status="ok" if not scan.errors else ("partial" if scan.dumps else "failed"),
+            files=scan.files,
+            bytes=scan.bytes,
+            records=len(scan.dumps),
+            errors=scan.errors,
+        )
+    )
+    return scan.dumps
 
 
 def cut_lines(
@@ -172,7 +197,10 @@ def cut_lines(
 
 def normalize(raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
     """Typed observations, time-ordered (unknown times last)."""
-    return catalog().normalize(raw, ctx)
+    observations = catalog().normalize(raw, ctx)
+    if raw.dumps:
+        observations = hangs.with_dump_observations(observations, raw.dumps, ctx)
+    return observations
 
 
 def attribute(

@@ -77,6 +77,18 @@ OBSERVATION_KINDS: dict[str, str] = {
     "process_exit": "srun task / elastic agent reports a non-zero exit",
     "traceback": "Python exception (attrs: exc_type, message)",
     "segfault": "process segfault",
+    # hangs (issue 18): which rank did not arrive at the collective the others wait in
+    "collective_progress": "one rank's progress in one process group: the watchdog's `last "
+    "enqueued NCCL work: N, last completed NCCL work: M` or a flight-recorder dump's pg_status "
+    "(attrs: rank, global_rank, pg, last_enqueued, last_started, last_completed, seq, op, tool)",
+    "rank_missing": "a tool names ranks that never joined a collective (torchfrtrace `Not all "
+    "ranks joining collective`, a flight-recorder dump without the entry the others are in; "
+    "attrs: ranks, pg, seq, op, tool)",
+    "rank_unreachable": "NCCL RAS (`ncclras`) names a process or rank dead or not answering "
+    "(attrs: rank, pid, status, what; gpu; node from the host it names)",
+    "collective_mismatch": "ranks called different collectives at the same sequence number "
+    "(op, sizes or dtype differ; torchfrtrace `Culprit rank N; Error type: ...` or dumps "
+    "compared): an application fault on the culprit rank (attrs: rank, pg, seq, error_type)",
     # host
     "host_oom_kill": "kernel OOM killer killed a process",
     "host_memory_low": "host memory nearly exhausted (node_exporter MemAvailable fell below a "

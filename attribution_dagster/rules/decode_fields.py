@@ -866,3 +866,33 @@ DECODER_ATTRS: dict[str, list[str]] = {
     "k8s_event_evicted": [*_EVENT_ATTRS, "reason", "resource"],
     "k8s_event_disk_pressure": [*_EVENT_ATTRS, "condition"],
 }  # fmt: skip
+
+
+# --- torchfrtrace (issue 18) -----------------------------------------------------------------
+_FR_GROUP = re.compile(r"^\s*group info: (?P<pg>[^:\s]{1,40})", re.M)
+_FR_OP = re.compile(r"^\s*collective: (?P<op>\S{1,80})", re.M)
+_FR_MISSING = re.compile(r"^\s*missing ranks: \{(?P<ranks>[\d, ]{1,4000})\}", re.M)
+
+
+@decoder("torchfrtrace_block")
+def decode_torchfrtrace_block(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """torchfrtrace's `Not all ranks joining collective ...` block: the following lines say
+    `group info: 0:default_pg`, `collective: nccl:all_reduce`, `missing ranks: {1}`. No
+    `missing ranks` line in the block: nothing to say (the block was cut)."""
+    body = text.split("\n", 9)
+    block = "\n".join(body[1:9])
+    m = _FR_MISSING.search(block)
+    if m is None:
+        return False
+    attrs = draft["attrs"]
+    attrs["ranks"] = m.group("ranks").strip()
+    g = _FR_GROUP.search(block)
+    if g:
+        attrs["pg"] = g.group("pg")
+    op = _FR_OP.search(block)
+    if op:
+        attrs["op"] = op.group("op")
+    return True
+
+
+DECODER_ATTRS["torchfrtrace_block"] = ["ranks", "pg", "op"]

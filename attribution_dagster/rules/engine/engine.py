@@ -47,7 +47,7 @@ from attribution_dagster.core.result import (
     Suspect,
 )
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.rules.engine import clocks
+from attribution_dagster.rules.engine import clocks, hangs
 from attribution_dagster.rules.engine.liveness import (
     converge,
     last_seen,
@@ -329,6 +329,21 @@ class RuleEngine:
         coverage: list[SourceCoverage],
         settings: AnalysisSettings | None = None,
     ) -> AttributionResult:
+        # hangs (issue 18): lines about a rank go to its node; who did not arrive
+        observations = hangs.place(ctx, observations)
+        hang = hangs.analyze(ctx, observations)
+        observations = [o for o in observations if not o.attrs.get("undecided")]
+        result = self._attribute(ctx, observations, coverage, settings, hang)
+        return hangs.apply(result, hang)
+
+    def _attribute(
+        self,
+        ctx: ExecutionContext,
+        observations: list[Observation],
+        coverage: list[SourceCoverage],
+        settings: AnalysisSettings | None,
+        hang: hangs.Hang,
+    ) -> AttributionResult:
         settings = settings or AnalysisSettings()
         notes: list[str] = []
         observations = self._clocks(ctx, observations, settings, notes)
@@ -431,6 +446,8 @@ class RuleEngine:
                 heads = [self._merge(g) for g in groups.values()]
                 roots = heads + [c for c in roots if id(c) not in merged]
                 top, rivals = heads[0], heads[1:]
+        if rivals:
+            top, rivals = hangs.break_tie(hang, top, rivals, notes)
         if rivals:
             return self._ambiguous(ctx, [top, *rivals], roots, symptoms, coverage, notes, base)
         stall = self._stall_note(top, progress, ctx)
