@@ -27,7 +27,8 @@ is a cause of its own (rules.yaml: app.error on the culprit rank's node).
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -41,7 +42,9 @@ from attribution_dagster.rules.engine.liveness import learn_ranks
 
 HANG_KINDS = frozenset({"collective_progress", "rank_missing", "rank_unreachable"})
 MAX_LAGGARD_NODES = 2  # more nodes behind than this: a job-wide stall, not one straggler
-PLACEHOLDER = "(rank {})"  # the node of a dump observation until its rank is mapped
+PLACEHOLDER = "(rank {})"
+# the local GPU in an NCCL init line: `cudaDev 1`, `localRank 1`, or the `host:pid:tid [1]` prefix
+_INIT_GPU = re.compile(r"cudaDev (\d{1,3})|localRank (\d{1,3})|:\d{1,10}:\d{1,10} \[(\d{1,3})\] NCCL")  # the node of a dump observation until its rank is mapped
 _FAR = datetime.max.replace(tzinfo=timezone.utc)
 
 
@@ -58,7 +61,9 @@ def dump_observations(dumps: list[FlightDump]) -> list[Observation]:
     out: list[Observation] = []
     for f in compare(dumps):
         node = f.node or PLACEHOLDER.format(f.rank)
-        loc = DumpEntry(path=f.path or "dumps", pg=f.pg, seq=f.seq)
+        # a missing rank is shown at its own last entry (the one the others are in is absent)
+        at = f.last_enqueued if f.what == "missing" else f.seq
+        loc = DumpEntry(path=f.path or "dumps", pg=f.pg, seq=at)
         base: dict[str, Any] = dict(
             node=node, time=_t(f.time_ns), time_quality="exact" if f.time_ns else "unknown",
             source="files", locator=loc, parser="flight_recorder",
@@ -136,8 +141,12 @@ def rank_map(ctx: ExecutionContext, observations: list[Observation]) -> RankMap:
     for o in observations:
         if o.kind == "node_address" and isinstance(o.attrs.get("rank"), int):
             world = max(world, int(o.attrs.get("nranks") or 0))  # type: ignore[arg-type]
-            if o.gpu is not None and m.node.get(int(o.attrs["rank"])) == o.node:  # type: ignore[arg-type]
-                m.gpu.setdefault(int(o.attrs["rank"]), o.gpu)  # type: ignore[arg-type]
+            gpu = o.gpu
+            if gpu is None:
+                g = _INIT_GPU.search(o.excerpt)
+                gpu = int(next(x for x in g.groups() if x is not None)) if g else None
+            if gpu is not None and m.node.get(int(o.attrs["rank"])) == o.node:  # type: ignore[arg-type]
+                m.gpu.setdefault(int(o.attrs["rank"]), gpu)  # type: ignore[arg-type]
     claims: dict[int, set[str]] = defaultdict(set)
     for o in observations:
         if o.node not in ctx.nodes:
@@ -234,6 +243,7 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
                 f"flight recorder: {o.excerpt}: no culprit named (the ranks' calls conflict)"
             )
     by_tool: dict[str, list[tuple[Lead, list[Observation]]]] = defaultdict(list)
+    rmap = rank_map(ctx, observations)
     too_many: list[str] = []
 
     # progress: per tool and process group, who is behind
@@ -258,12 +268,14 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
                for r, xs in ranks.items()}
         com = {r: max((_int(x.attrs.get("last_completed")) or 0) for x in xs)
                for r, xs in ranks.items()}
-        top = max(enq.values())
+        # the collective most ranks wait in (a rank may already have enqueued the next one)
+        counts = Counter(enq.values())
+        top = max(v for v, n in counts.items() if n == max(counts.values()))
         behind = sorted(r for r in ranks if enq[r] < top)
         if behind:
             why = ("last enqueued collective {e} while {n} other rank(s) of process group "
                    "{pg} enqueued {top}: it never reached the collective they wait in")
-            lag = {r: why.format(e=enq[r], n=len(ranks) - len(behind), pg=pg, top=top)
+            lag = {r: why.format(e=enq[r], n=counts[top], pg=pg, top=top)
                    for r in behind}
             seq = top
         else:
@@ -286,7 +298,12 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
         for r in behind:
             mine = max(ranks[r], key=lambda x: _int(x.attrs.get("last_enqueued")) or 0)
             other = max(ranks[ahead], key=lambda x: _int(x.attrs.get("last_enqueued")) or 0)
-            lead = Lead(node=mine.node, gpu=mine.gpu, rank=r, process_group=pg, seq=seq,
+            gpu = mine.gpu
+            if gpu is None and (tool != "watchdog" or _int(mine.attrs.get("global_rank")) == r
+                                or pg == "0"):
+                node, gpu = rmap.where(r)
+                gpu = gpu if node == mine.node else None
+            lead = Lead(node=mine.node, gpu=gpu, rank=r, process_group=pg, seq=seq,
                         why=f"rank {r} ({tool}): {lag[r]}",
                         evidence=[mine.locator.render(), other.locator.render()])
             by_tool[tool].append((lead, [mine, other]))
@@ -343,12 +360,14 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
         for lead, its in by_tool[tool]:
             if lead.node not in keep:
                 continue
-            key = (lead.node, lead.rank)
+            # one process seen twice (RAS names the process and its rank) is one lead
+            key = (lead.node, lead.gpu) if lead.gpu is not None else (lead.node, lead.rank)
             if key in seen:
                 old = seen[key]
                 seen[key] = old.model_copy(update={
                     "why": old.why + "; " + lead.why,
                     "gpu": old.gpu if old.gpu is not None else lead.gpu,
+                    "rank": old.rank if old.rank is not None else lead.rank,
                     "process_group": old.process_group or lead.process_group,
                     "seq": old.seq if old.seq is not None else lead.seq,
                     "evidence": old.evidence + [e for e in lead.evidence if e not in old.evidence],
