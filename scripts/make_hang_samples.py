@@ -99,7 +99,7 @@ def timeout_line(r: int, seq: int, t: datetime, ran: int = 600046) -> str:
 
 def watchdog_16node(root: Path) -> None:
     out = root / "hang-watchdog-16node"
-    start = datetime(2026, 12, 2, 2, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 26, 2, 0, tzinfo=timezone.utc)
     nodes = [f"node-{i:02d}" for i in range(1, 17)]
     context(out, "73210", nodes, start, start + timedelta(minutes=86))
     seq, straggler = 412, 85
@@ -198,7 +198,7 @@ def dump_dict(rank: int, world: int, last_enq: int, last_done: int, t_ns: int,
 
 def flight_recorder(root: Path) -> None:
     out = root / "hang-flight-recorder"
-    start = datetime(2026, 12, 3, 8, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 27, 8, 0, tzinfo=timezone.utc)
     nodes = ["node-a", "node-b", "node-c", "node-d"]
     context(out, "73311", nodes, start, start + timedelta(minutes=40))
     fired = start + timedelta(minutes=31, seconds=4)
@@ -236,7 +236,7 @@ def flight_recorder(root: Path) -> None:
 def torchfrtrace(root: Path, mismatch: bool = False) -> None:
     name = "hang-collective-mismatch" if mismatch else "hang-torchfrtrace"
     out = root / name
-    start = datetime(2026, 12, 4, 13, 0, tzinfo=timezone.utc) + timedelta(hours=3 * mismatch)
+    start = datetime(2026, 11, 28, 13, 0, tzinfo=timezone.utc) + timedelta(hours=3 * mismatch)
     nodes = ["node-a", "node-b"]
     context(out, "73614" if mismatch else "73412", nodes, start, start + timedelta(minutes=25))
     fired = start + timedelta(minutes=17, seconds=30)
@@ -300,7 +300,7 @@ def torchfrtrace(root: Path, mismatch: bool = False) -> None:
 
 def ncclras(root: Path) -> None:
     out = root / "hang-ncclras"
-    start = datetime(2026, 12, 5, 1, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 29, 1, 0, tzinfo=timezone.utc)
     nodes = ["node-a", "node-b", "node-c", "node-d"]
     context(out, "73513", nodes, start, start + timedelta(minutes=55))
     fired = start + timedelta(minutes=44, seconds=12)

@@ -412,6 +412,14 @@ def _key(lk: ChainLink) -> tuple[datetime, bool, str]:
     return (t or _FAR, lk.role != "root_cause", lk.node)
 
 
+def _compared(o: Observation) -> str:
+    if o.kind == "collective_progress":
+        r = o.attrs.get("global_rank", o.attrs.get("rank"))
+        return (f"rank {r} on {o.node}, for comparison: last enqueued "
+                f"{o.attrs.get('last_enqueued')}, last completed {o.attrs.get('last_completed')}")
+    return o.excerpt
+
+
 def apply(result: AttributionResult, hang: Hang) -> AttributionResult:
     """The straggler evidence in the chain; leads and suspects when no cause is proven."""
     if not hang.verdict and not hang.notes:
@@ -420,7 +428,7 @@ def apply(result: AttributionResult, hang: Hang) -> AttributionResult:
     if hang.evidence and result.status != "not_failed":
         have = {lk.evidence.locator for lk in result.symptom_chain}
         links = list(result.symptom_chain)
-        why = {loc: lead.why for lead in hang.leads for loc in lead.evidence}
+        why = {lead.evidence[0]: lead.why for lead in hang.leads if lead.evidence}
         for o in hang.evidence:
             loc = o.locator.render()
             if loc in have:
@@ -430,7 +438,7 @@ def apply(result: AttributionResult, hang: Hang) -> AttributionResult:
                 time=o.time if o.time_quality != "unknown" else None,
                 time_latest=o.time_latest if o.time_quality == "inherited" else None,
                 node=o.node, kind=o.kind, role="symptom",
-                summary=why.get(loc, o.excerpt)[:300], gpu=o.gpu,
+                summary=why.get(loc, _compared(o))[:300], gpu=o.gpu,
                 time_quality=o.time_quality,
                 evidence=Evidence(source=o.source, locator=loc, ref=o.locator, time=o.time,
                                   node=o.node, excerpt=o.excerpt),
