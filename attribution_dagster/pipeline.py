@@ -20,7 +20,6 @@ from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.files.client import LocalFilesClient
 from attribution_dagster.connectors.static.client import StaticContextClient
 from attribution_dagster.core.context import ExecutionContext
-from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dumps
 from attribution_dagster.core.evidence import (
     LogBatch,
     MetricSample,
@@ -28,6 +27,7 @@ from attribution_dagster.core.evidence import (
     RawRecord,
     SourceCoverage,
 )
+from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dumps
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings

@@ -109,7 +109,8 @@ def watchdog_16node(root: Path) -> None:
         t0 = start + timedelta(seconds=12 + i)
         lines = [f"{iso(t0)} INFO [train.py:88] starting train.py on {node} (node_rank={i}, "
                  "nproc_per_node=8, world_size=128)"]
-        lines += [f"{iso(t0 + timedelta(seconds=19))} {x}" for x in init_lines(node, ranks, 128, 8, 31000 + 97 * i)]
+        lines += [f"{iso(t0 + timedelta(seconds=19))} {x}"
+                  for x in init_lines(node, ranks, 128, 8, 31000 + 97 * i)]
         lines.append(f"{iso(start + timedelta(minutes=63))} INFO [train.py:301] step 41200 "
                      "loss 1.8317 lr 2.4e-4 tokens/s 812345")
         for r in ranks:
@@ -208,7 +209,8 @@ def flight_recorder(root: Path) -> None:
         t0 = start + timedelta(seconds=9 + i)
         lines = [f"{iso(t0)} INFO [train.py:88] starting train.py on {node} (node_rank={i}, "
                  "nproc_per_node=2, world_size=8)"]
-        lines += [f"{iso(t0 + timedelta(seconds=15))} {x}" for x in init_lines(node, ranks, 8, 2, 5100 + 31 * i)]
+        lines += [f"{iso(t0 + timedelta(seconds=15))} {x}"
+                  for x in init_lines(node, ranks, 8, 2, 5100 + 31 * i)]
         for r in ranks:
             if r == 6:
                 continue  # hung before it enqueued: its watchdog has nothing to time out
@@ -245,7 +247,8 @@ def torchfrtrace(root: Path, mismatch: bool = False) -> None:
         t0 = start + timedelta(seconds=7 + i)
         lines = [f"{iso(t0)} INFO [train.py:88] starting train.py on {node} (node_rank={i}, "
                  "nproc_per_node=4, world_size=8)"]
-        lines += [f"{iso(t0 + timedelta(seconds=11))} {x}" for x in init_lines(node, ranks, 8, 4, 7700 + 13 * i)]
+        lines += [f"{iso(t0 + timedelta(seconds=11))} {x}"
+                  for x in init_lines(node, ranks, 8, 4, 7700 + 13 * i)]
         for r in ranks:
             if r == 6 and not mismatch:
                 continue
@@ -266,7 +269,8 @@ def torchfrtrace(root: Path, mismatch: bool = False) -> None:
             "error msg: Culprit rank 5; Error type: COLLECTIVE_TYPE_MISMATCH, Expected collective"
             " type: 'nccl:all_reduce' does not match found collective type: 'nccl:all_gather'",
             "collective stack trace:",
-            "  all_reduce at /opt/conda/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py:2696",
+            "  all_reduce at /opt/conda/lib/python3.11/site-packages/torch/distributed/"
+            "distributed_c10d.py:2696",
             "  train_step at /workspace/train.py:211",
         ]
         expected(out, "attributed", "app.error", ["node-b"],
@@ -286,7 +290,8 @@ def torchfrtrace(root: Path, mismatch: bool = False) -> None:
             "expected ranks: 8",
             "collective state: scheduled",
             "collective stack trace:",
-            "  all_reduce at /opt/conda/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py:2696",
+            "  all_reduce at /opt/conda/lib/python3.11/site-packages/torch/distributed/"
+            "distributed_c10d.py:2696",
             "  train_step at /workspace/train.py:211",
         ]
         expected(out, "unattributed", None, ["node-b"],
@@ -309,7 +314,8 @@ def ncclras(root: Path) -> None:
         t0 = start + timedelta(seconds=10 + i)
         lines = [f"{iso(t0)} INFO [train.py:88] starting train.py on {node} (node_rank={i}, "
                  "nproc_per_node=8, world_size=32)"]
-        lines += [f"{iso(t0 + timedelta(seconds=14))} {x}" for x in init_lines(node, ranks, 32, 8, 9100 + 17 * i)]
+        lines += [f"{iso(t0 + timedelta(seconds=14))} {x}"
+                  for x in init_lines(node, ranks, 32, 8, 9100 + 17 * i)]
         for r in ranks:
             if r == 21:
                 continue

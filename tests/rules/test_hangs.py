@@ -175,7 +175,8 @@ def _progress(node: str, rank: int, enq: int, done: int) -> Observation:
         attrs={"rank": rank, "global_rank": rank, "pg": 0, "last_enqueued": enq,
                "last_completed": done, "tool": "watchdog"},
         excerpt=f"[Rank {rank}] last enqueued NCCL work: {enq}, last completed NCCL work: {done}",
-        source="files", locator=f"logs/{node}/app.log:{rank + 1}", parser="torch_collective_progress",
+        source="files", locator=f"logs/{node}/app.log:{rank + 1}",
+        parser="torch_collective_progress",
     )
 
 

@@ -44,7 +44,9 @@ HANG_KINDS = frozenset({"collective_progress", "rank_missing", "rank_unreachable
 MAX_LAGGARD_NODES = 2  # more nodes behind than this: a job-wide stall, not one straggler
 PLACEHOLDER = "(rank {})"
 # the local GPU in an NCCL init line: `cudaDev 1`, `localRank 1`, or the `host:pid:tid [1]` prefix
-_INIT_GPU = re.compile(r"cudaDev (\d{1,3})|localRank (\d{1,3})|:\d{1,10}:\d{1,10} \[(\d{1,3})\] NCCL")  # the node of a dump observation until its rank is mapped
+_INIT_GPU = re.compile(
+    r"cudaDev (\d{1,3})|localRank (\d{1,3})|:\d{1,10}:\d{1,10} \[(\d{1,3})\] NCCL"
+)  # the node of a dump observation until its rank is mapped
 _FAR = datetime.max.replace(tzinfo=timezone.utc)
 
 
@@ -78,7 +80,9 @@ def dump_observations(dumps: list[FlightDump]) -> list[Observation]:
             excerpt = (f"rank {f.rank} pg {f.pg}: last enqueued {f.last_enqueued}, last started "
                        f"{f.last_started}, last completed {f.last_completed}"
                        + (f" ({f.op} {f.state})" if f.op else ""))
-            out.append(Observation(kind="collective_progress", attrs=attrs, excerpt=excerpt, **base))
+            out.append(
+                Observation(kind="collective_progress", attrs=attrs, excerpt=excerpt, **base)
+            )
         elif f.what == "missing":
             attrs.update(ranks=str(f.rank), last_enqueued=f.last_enqueued,
                          last_completed=f.last_completed)
