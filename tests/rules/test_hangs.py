@@ -267,3 +267,27 @@ def test_text_output_prints_look_first_at() -> None:
     text = render_result(analyze_case(SAMPLES / "hang-flight-recorder"))
     assert "look first at: node-d GPU 0 (rank 6, pg 0, seq 58)" in text
     assert "dumps/nccl_trace_rank_6:pg 0 seq 57" in text
+
+
+def test_dumps_per_node_directories_name_the_node_without_init_lines(tmp_path: Path) -> None:
+    """dumps/<node>/nccl_trace_rank_N: the directory says where the rank ran, so the lead is
+    found even when the logs hold no NCCL init line (and no launcher prefix)."""
+    src = SAMPLES / "hang-flight-recorder"
+    case = tmp_path / "case"
+    (case / "logs").mkdir(parents=True)
+    (case / "context.json").write_text((src / "context.json").read_text())
+    for node_dir in (src / "logs").iterdir():
+        lines = [x for x in (node_dir / "app.log").read_text().splitlines()
+                 if "NCCL INFO" not in x and "[rank" not in x]
+        (case / "logs" / node_dir.name).mkdir()
+        (case / "logs" / node_dir.name / "app.log").write_text("\n".join(lines) + "\n")
+    nodes = ["node-a", "node-b", "node-c", "node-d"]
+    for p in (src / "dumps").iterdir():
+        rank = int(p.name.rsplit("_", 1)[1])
+        dst = case / "dumps" / nodes[rank // 2] / p.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(p.read_bytes())
+    result = analyze_case(case)
+    assert result.suspect_nodes == ["node-d"]
+    assert [(x.node, x.rank) for x in result.leads] == [("node-d", 6)]
+    assert result.leads[0].evidence[0] == "dumps/node-d/nccl_trace_rank_6:pg 0 seq 57"

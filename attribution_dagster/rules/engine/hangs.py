@@ -320,6 +320,8 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             why = (f"rank {r if r is not None else '?'} ({tool}): not in collective "
                    f"{o.attrs.get('seq', '?')} of process group {o.attrs.get('pg', '?')} that "
                    "the other ranks joined")
+            if o.attrs.get("rank_node_from") == "context node order":
+                why += " (node guessed from the context's node order: no log line names it)"
             lead = Lead(node=o.node, gpu=o.gpu, rank=r, process_group=_s(o.attrs.get("pg")),
                         seq=_int(o.attrs.get("seq")), why=why, evidence=[o.locator.render()])
             by_tool[tool].append((lead, [o]))
