@@ -291,3 +291,9 @@ def test_dumps_per_node_directories_name_the_node_without_init_lines(tmp_path: P
     assert result.suspect_nodes == ["node-d"]
     assert [(x.node, x.rank) for x in result.leads] == [("node-d", 6)]
     assert result.leads[0].evidence[0] == "dumps/node-d/nccl_trace_rank_6:pg 0 seq 57"
+
+
+def test_torchrun_local_rank_prefix_gives_the_gpu() -> None:
+    obs = [_progress(f"n{r // 2 + 1}", r, 412 if r != 5 else 411, 411) for r in range(8)]
+    obs[5] = obs[5].model_copy(update={"excerpt": "[default3]:" + obs[5].excerpt})
+    assert [(x.node, x.gpu, x.rank) for x in hangs.analyze(CTX, obs).leads] == [("n3", 3, 5)]

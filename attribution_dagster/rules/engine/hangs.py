@@ -44,6 +44,7 @@ HANG_KINDS = frozenset({"collective_progress", "rank_missing", "rank_unreachable
 MAX_LAGGARD_NODES = 2  # more nodes behind than this: a job-wide stall, not one straggler
 PLACEHOLDER = "(rank {})"
 # the local GPU in an NCCL init line: `cudaDev 1`, `localRank 1`, or the `host:pid:tid [1]` prefix
+_LOCAL_RANK = re.compile(r"\[default(\d{1,3})\]:")
 _INIT_GPU = re.compile(
     r"cudaDev (\d{1,3})|localRank (\d{1,3})|:\d{1,10}:\d{1,10} \[(\d{1,3})\] NCCL"
 )  # the node of a dump observation until its rank is mapped
@@ -303,6 +304,8 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             mine = max(ranks[r], key=lambda x: _int(x.attrs.get("last_enqueued")) or 0)
             other = max(ranks[ahead], key=lambda x: _int(x.attrs.get("last_enqueued")) or 0)
             gpu = mine.gpu
+            if gpu is None and (local := _LOCAL_RANK.search(mine.excerpt)):
+                gpu = int(local.group(1))  # torchrun's `[default3]:`: local rank = local GPU
             if gpu is None and (tool != "watchdog" or _int(mine.attrs.get("global_rank")) == r
                                 or pg == "0"):
                 node, gpu = rmap.where(r)
