@@ -321,6 +321,10 @@ def describe(summary: ExportSummary) -> list[str]:
     """One line per file written, then the totals: exactly what `write_case` wrote."""
     rows = ["context.json"]
     for f in summary.files:
+        if f.path.startswith("dumps/"):  # a flight-recorder dump: a pickle, not lines
+            rows.append(f"{f.path}: flight-recorder dump, {f.kept} entries kept, "
+                        f"{f.bytes:,} bytes")
+            continue
         what = "samples" if f.path.startswith("metrics/") else "lines"
         parts = [f"{f.kept} {what if f.kept != 1 else what[:-1]} kept"]
         if f.time_lines:
