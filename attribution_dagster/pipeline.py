@@ -27,11 +27,12 @@ from attribution_dagster.core.evidence import (
     RawRecord,
     SourceCoverage,
 )
+from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dumps
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.rules import catalog as catalogs
-from attribution_dagster.rules.engine import RuleEngine
+from attribution_dagster.rules.engine import RuleEngine, hangs
 from attribution_dagster.rules.parsers import ParserCatalog
 
 
@@ -137,6 +138,7 @@ def collect_evidence(
                 ],
             )
         )
+    dumps = collect_dumps(case, ctx, coverage)
     return RawEvidence(
         job_id=ctx.job_id,
         records=records,
@@ -144,7 +146,29 @@ def collect_evidence(
         progress=progress,
         samples=samples,
         coverage=coverage,
+        dumps=dumps,
     )
+
+
+def collect_dumps(
+    case: str | Path | None, ctx: ExecutionContext, coverage: list[SourceCoverage]
+) -> list[FlightDump]:
+    """The case's flight-recorder dumps (`dumps/`), read with the restricted unpickler; a
+    refused or unreadable dump is a `files:dumps` coverage error (issue 18)."""
+    if case is None or not (Path(case) / "dumps").is_dir():
+        return []
+    scan = read_dumps(Path(case), list(ctx.nodes))
+    coverage.append(
+        SourceCoverage(
+            source="files:dumps",
+            status="ok" if not scan.errors else ("partial" if scan.dumps else "failed"),
+            files=scan.files,
+            bytes=scan.bytes,
+            records=len(scan.dumps),
+            errors=scan.errors,
+        )
+    )
+    return scan.dumps
 
 
 def cut_lines(
@@ -166,7 +190,10 @@ def cut_lines(
 
 def normalize(raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
     """Typed observations, time-ordered (unknown times last)."""
-    return catalog().normalize(raw, ctx)
+    observations = catalog().normalize(raw, ctx)
+    if raw.dumps:
+        observations = hangs.with_dump_observations(observations, raw.dumps, ctx)
+    return observations
 
 
 def attribute(

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.formats.flight_recorder import read_dump
 from attribution_dagster.core.result import CONTRACT_FIELDS, AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.rules.vocabulary import vocabulary
@@ -32,6 +33,7 @@ CASES = sorted(
 )
 STATUSES = {"attributed", "ambiguous", "unattributed", "not_failed"}
 LOCATOR = re.compile(r"^(?P<path>.+):(?P<line>\d+)$")
+DUMP_LOCATOR = re.compile(r"^(?P<path>dumps/\S+):pg (?P<pg>\S+)(?: seq (?P<seq>\d+))?$")
 CONTEXT_LOCATOR = re.compile(r"^(?:.*/)?context\.json:(?P<field>[A-Za-z_]+)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -168,6 +170,17 @@ def test_evidence_locators_reopen_the_raw_line(name: str) -> None:
         if cm:  # the scheduler's own record, e.g. context.json:state
             assert cm["field"] in context, f"{ev.locator}: no such context field"
             assert str(context[cm["field"]]) in ev.excerpt, f"{ev.locator}: excerpt {ev.excerpt!r}"
+            continue
+        dm = DUMP_LOCATOR.match(ev.locator)
+        if dm:  # a flight-recorder dump entry: reopened with the restricted reader
+            path = _resolve(case, dm["path"])
+            assert path is not None, f"locator names no dump of the case: {ev.locator!r}"
+            dump = read_dump(path, dm["path"])
+            seqs = {e.collective_seq_id for e in dump.entries if e.pg_id == dm["pg"]}
+            assert dm["pg"] in dump.pg_status or seqs, f"{ev.locator}: no such process group"
+            if dm["seq"] is not None:
+                assert int(dm["seq"]) in seqs, f"{ev.locator}: no entry at that sequence number"
+            assert f"pg {dm['pg']}" in ev.excerpt, f"{ev.locator}: excerpt {ev.excerpt!r}"
             continue
         m = LOCATOR.match(ev.locator)
         assert m, f"samples are files only, so every locator is path:line: {ev.locator!r}"

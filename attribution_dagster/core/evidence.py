@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from attribution_dagster.core.formats.flight_recorder import FlightDump
 from attribution_dagster.core.locators import Locator, _as_locator
 
 TimeQuality = Literal["exact", "inherited", "unknown"]
@@ -148,3 +149,8 @@ class RawEvidence(BaseModel):
     progress: list[RawRecord] = Field(default_factory=list)
     samples: list[MetricSample] = Field(default_factory=list)
     coverage: list[SourceCoverage] = Field(default_factory=list)
+    dumps: list[FlightDump] = Field(
+        default_factory=list,
+        description="PyTorch flight-recorder dumps of the case (`dumps/`), read through the "
+        "restricted unpickler and slimmed to plain fields (issue 18)",
+    )

@@ -160,8 +160,33 @@ class Note(_LocatorBase):
         return self.text
 
 
+class DumpEntry(_LocatorBase):
+    """A place in a PyTorch flight-recorder dump (`dumps/nccl_trace_rank_17`): the process
+    group and collective sequence number an entry is about (`dumps/nccl_trace_rank_17:pg 0
+    seq 412`), or the whole dump. Reopened with `attribution_dagster.core.formats.
+    flight_recorder.read_dump` (a restricted unpickler), never with plain pickle."""
+
+    type: Literal["dump"] = "dump"
+    path: str
+    pg: str | None = None
+    seq: int | None = None
+
+    def render(self) -> str:
+        if self.pg is None:
+            return self.path
+        return f"{self.path}:pg {self.pg}" + (f" seq {self.seq}" if self.seq is not None else "")
+
+    @property
+    def stream(self) -> str:
+        return self.path
+
+    @property
+    def position(self) -> int | None:
+        return self.seq
+
+
 Locator = Annotated[
-    FileLine | QueryAt | KubeObject | SearchHit | Note, Field(discriminator="type")
+    FileLine | QueryAt | KubeObject | SearchHit | DumpEntry | Note, Field(discriminator="type")
 ]
 """Where a record, sample or observation can be reopened (a pydantic discriminated union)."""
 

@@ -80,6 +80,19 @@ class Suspect(BaseModel):
     port: str | None = None
 
 
+class Lead(BaseModel):
+    """Where to look first when no cause is proven (spec section 2, `leads`): the rank that
+    did not arrive at the collective the others wait in, and the evidence that says so."""
+
+    node: str
+    gpu: int | None = None
+    rank: int | None = None
+    process_group: str | None = None
+    seq: int | None = None
+    why: str
+    evidence: list[str] = Field(default_factory=list)  # locators (`path:line`, dump entries)
+
+
 class AttributionResult(BaseModel):
     """The result contract of spec section 2, plus optional detail fields."""
 
@@ -100,6 +113,7 @@ class AttributionResult(BaseModel):
     summary: str | None = None
     scope: Literal["node", "shared"] | None = None  # shared: switch / storage, not a node fault
     suspects: list[Suspect] = Field(default_factory=list)
+    leads: list[Lead] = Field(default_factory=list)
     remediation: str | None = None
     notes: list[str] = Field(default_factory=list)
     coverage: list[SourceCoverage] = Field(default_factory=list)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import pickle
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -121,7 +122,7 @@ class ExportSummary:
 
     @property
     def lines(self) -> int:
-        return sum(f.kept for f in self.files if not f.path.startswith("metrics/"))
+        return sum(f.kept for f in self.files if not f.path.startswith(("metrics/", "dumps/")))
 
 
 class _File:
@@ -305,6 +306,14 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSumm
         summary.files.append(WrittenFile(path=str(path), kept=len(mlines), empty=empty,
                                          last_line=max(mlines), bytes=size, gzip=compress))
     summary.samples = len(raw.samples)
+    for dump in raw.dumps:  # flight-recorder dumps, back in PyTorch's layout (issue 18)
+        rel = PurePosixPath(dump.path)
+        if rel.parts[:1] != ("dumps",) or ".." in rel.parts or rel.is_absolute():
+            rel = PurePosixPath("dumps", _UNSAFE.sub("_", rel.name))
+        data = pickle.dumps(dump.to_plain(), protocol=pickle.HIGHEST_PROTOCOL)
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+        summary.files.append(WrittenFile(path=str(rel), kept=len(dump.entries), bytes=len(data)))
     return summary
 
 
@@ -312,6 +321,10 @@ def describe(summary: ExportSummary) -> list[str]:
     """One line per file written, then the totals: exactly what `write_case` wrote."""
     rows = ["context.json"]
     for f in summary.files:
+        if f.path.startswith("dumps/"):  # a flight-recorder dump: a pickle, not lines
+            rows.append(f"{f.path}: flight-recorder dump, {f.kept} entries kept, "
+                        f"{f.bytes:,} bytes")
+            continue
         what = "samples" if f.path.startswith("metrics/") else "lines"
         parts = [f"{f.kept} {what if f.kept != 1 else what[:-1]} kept"]
         if f.time_lines:

@@ -52,6 +52,24 @@ def suspects_text(result: AttributionResult) -> str:
     return "shared (no single node)" if result.scope == "shared" else "-"
 
 
+def leads_lines(result: AttributionResult) -> list[str]:
+    """`look first at` lines of an unattributed result's leads (issue 18: the rank that did
+    not arrive at the collective the others wait in)."""
+    out = []
+    for lead in result.leads:
+        where = lead.node + (f" GPU {lead.gpu}" if lead.gpu is not None else "")
+        what = [f"rank {lead.rank}"] if lead.rank is not None else []
+        if lead.process_group is not None:
+            what.append(f"pg {lead.process_group}")
+        if lead.seq is not None:
+            what.append(f"seq {lead.seq}")
+        out.append(f"  look first at: {where}" + (f" ({', '.join(what)})" if what else ""))
+        out.append(f"    why: {lead.why}")
+        for loc in lead.evidence:
+            out.append(f"    at {loc}")
+    return out
+
+
 def coverage_lines(coverage: Sequence[SourceCoverage]) -> list[str]:
     lines = []
     for c in coverage:
@@ -103,6 +121,8 @@ def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
         out.append(f"  {result.summary}")
     if result.status == "attributed":
         out.append(f"  look first at: {suspects_text(result)}")
+    elif result.leads:
+        out.extend(leads_lines(result))
     if result.candidates:
         out.append("  candidates:")
         for c in result.candidates:

@@ -32,13 +32,23 @@ from attribution_dagster.core.evidence import (
     RawRecord,
     SourceCoverage,
 )
-from attribution_dagster.core.locators import FileLine, KubeObject, Locator, Note, QueryAt
+from attribution_dagster.core.formats.flight_recorder import FlightDump, FrEntry, FrGroup
+from attribution_dagster.core.locators import (
+    DumpEntry,
+    FileLine,
+    KubeObject,
+    Locator,
+    Note,
+    QueryAt,
+    SearchHit,
+)
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import (
     AttributionResult,
     Candidate,
     ChainLink,
     Evidence,
+    Lead,
     Suspect,
 )
 from attribution_dagster.core.settings import AnalysisSettings, Window
@@ -94,7 +104,13 @@ kube_object = st.builds(
     field=st.none() | text,
 )
 note = st.builds(Note, text=text)
-locator = st.one_of(file_line, query_at, kube_object, note)
+dump_entry = st.builds(
+    DumpEntry, path=name, pg=st.none() | name, seq=st.none() | st.integers(0, 10**9)
+)
+search_hit = st.builds(
+    SearchHit, index=name, doc_id=name, stream_key=text, at_ns=st.integers(0, 2**62)
+)
+locator = st.one_of(file_line, query_at, kube_object, note, dump_entry, search_hit)
 
 pod_ref = st.builds(
     PodRef,
@@ -173,8 +189,38 @@ source_coverage = st.builds(
     errors=st.lists(text, max_size=2),
     retryable=st.booleans(),
 )
+small = st.none() | st.integers(-(2**31), 2**31)
+fr_entry = st.builds(
+    FrEntry,
+    record_id=small,
+    pg_id=st.none() | name,
+    collective_seq_id=small,
+    profiling_name=st.none() | name,
+    state=st.none() | st.sampled_from(["scheduled", "started", "completed"]),
+    input_sizes=st.lists(st.lists(st.integers(0, 10**6), max_size=3), max_size=2),
+    input_dtypes=st.lists(name, max_size=2),
+    time_created_ns=st.none() | st.integers(0, 2**62),
+    timeout_ms=small,
+    is_p2p=st.booleans(),
+)
+flight_dump = st.builds(
+    FlightDump,
+    path=name,
+    rank=st.none() | st.integers(0, 10**6),
+    node=st.none() | name,
+    version=st.none() | name,
+    pg_config=st.dictionaries(
+        name,
+        st.builds(FrGroup, name=st.none() | name, desc=st.none() | name,
+                  ranks=st.lists(st.integers(0, 4096), max_size=4)),
+        max_size=2,
+    ),
+    pg_status=st.dictionaries(name, st.dictionaries(name, small, max_size=3), max_size=2),
+    entries=st.lists(fr_entry, max_size=3),
+)
 raw_evidence = st.builds(
     RawEvidence,
+    dumps=st.lists(flight_dump, max_size=2),
     job_id=name,
     records=st.lists(raw_record, max_size=3),
     tails=st.lists(raw_record, max_size=3),
@@ -247,8 +293,19 @@ suspect = st.builds(
     Suspect, node=name, gpu=st.none() | st.integers(0, 15), pci=st.none() | name,
     port=st.none() | name,
 )  # fmt: skip
+lead = st.builds(
+    Lead,
+    node=name,
+    gpu=st.none() | st.integers(0, 15),
+    rank=st.none() | st.integers(0, 10**6),
+    process_group=st.none() | name,
+    seq=st.none() | st.integers(0, 10**9),
+    why=text,
+    evidence=st.lists(text, max_size=3),
+)
 attribution_result = st.builds(
     AttributionResult,
+    leads=st.lists(lead, max_size=2),
     job_id=name,
     failed=st.booleans(),
     status=st.sampled_from(["attributed", "ambiguous", "unattributed", "not_failed"]),
@@ -304,6 +361,8 @@ MODELS: list[tuple[type[BaseModel], Any]] = [
     (ChainLink, chain_link),
     (Candidate, candidate),
     (Suspect, suspect),
+    (Lead, lead),
+    (FlightDump, flight_dump),
     (AttributionResult, attribution_result),
     (JobQuery, job_query),
     (Window, window),

@@ -139,3 +139,30 @@ def decode_peer_ranks(groups: dict[str, str | None], text: str, draft: Draft) ->
         return False
     draft["attrs"]["peer_rank"] = int(first.group(0))
     return True
+
+
+# --- torchfrtrace (hangs) -------------------------------------------------------------------
+_FR_GROUP = re.compile(r"^\s*group info: (?P<pg>[^:\s]{1,40})", re.M)
+_FR_OP = re.compile(r"^\s*collective: (?P<op>\S{1,80})", re.M)
+_FR_MISSING = re.compile(r"^\s*missing ranks: \{(?P<ranks>[\d, ]{1,4000})\}", re.M)
+
+
+@decoder("torchfrtrace_block", attrs=["ranks", "pg", "op"])
+def decode_torchfrtrace_block(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
+    """torchfrtrace's `Not all ranks joining collective ...` block: the following lines say
+    `group info: 0:default_pg`, `collective: nccl:all_reduce`, `missing ranks: {1}`. No
+    `missing ranks` line in the block: nothing to say (the block was cut)."""
+    body = text.split("\n", 9)
+    block = "\n".join(body[1:9])
+    m = _FR_MISSING.search(block)
+    if m is None:
+        return False
+    attrs = draft["attrs"]
+    attrs["ranks"] = m.group("ranks").strip()
+    g = _FR_GROUP.search(block)
+    if g:
+        attrs["pg"] = g.group("pg")
+    op = _FR_OP.search(block)
+    if op:
+        attrs["op"] = op.group("op")
+    return True

@@ -35,7 +35,7 @@ from attribution_dagster.core.evidence import SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.rules.engine import intake, outcome, progress, timing
+from attribution_dagster.rules.engine import hangs, intake, outcome, progress, timing
 from attribution_dagster.rules.engine.candidates import candidates, merge
 from attribution_dagster.rules.engine.items import Cand, Item
 from attribution_dagster.rules.engine.peers import peers_and_silence
@@ -76,6 +76,21 @@ class RuleEngine:
         coverage: list[SourceCoverage],
         settings: AnalysisSettings | None = None,
     ) -> AttributionResult:
+        # hangs (issue 18): lines about a rank go to its node; who did not arrive
+        observations = hangs.place(ctx, observations)
+        hang = hangs.analyze(ctx, observations)
+        observations = [o for o in observations if not o.attrs.get("undecided")]
+        result = self._attribute(ctx, observations, coverage, settings, hang)
+        return hangs.apply(result, hang)
+
+    def _attribute(
+        self,
+        ctx: ExecutionContext,
+        observations: list[Observation],
+        coverage: list[SourceCoverage],
+        settings: AnalysisSettings | None,
+        hang: hangs.Hang,
+    ) -> AttributionResult:
         settings = settings or AnalysisSettings()
         classify = partial(self.classify, gpu_model=ctx.gpu_model, state=ctx.state)
         notes: list[str] = []
@@ -104,7 +119,7 @@ class RuleEngine:
 
         last = progress.last_progress(observations, ctx)
         roots = self._rank(ctx, kept, causes, symptoms, last, settings, notes)
-        return self._decide(ctx, roots, symptoms, last, coverage, notes, base, pointed)
+        return self._decide(ctx, roots, symptoms, last, coverage, notes, base, pointed, hang)
 
     def _rank(
         self,
@@ -154,6 +169,7 @@ class RuleEngine:
         notes: list[str],
         base: outcome.Base,
         pointed: str | None,
+        hang: hangs.Hang,
     ) -> AttributionResult:
         """Attributed when one timed candidate clears `min_score` and no other of another
         category or node comes within `ambiguity_margin` of it; else ambiguous or
@@ -194,6 +210,8 @@ class RuleEngine:
                 heads = [merge(g) for g in groups.values()]
                 roots = heads + [c for c in roots if id(c) not in merged]
                 top, rivals = heads[0], heads[1:]
+        if rivals:  # the rank that never reached the collective sits under one of them
+            top, rivals = hangs.break_tie(hang, top, rivals, notes)
         if rivals:
             fits = [top, *rivals]
             return outcome.ambiguous(fits, roots, symptoms, coverage, notes, base, cap)

@@ -494,11 +494,15 @@ def _tree_from_sample(sample: Path, root: Path, case: Path) -> None:
 
 
 # every sample whose evidence is logs only (a files source reads logs; metrics come from
-# a metrics source)
+# a metrics source; flight-recorder dumps are read from a case's dumps/ only: a per-cluster
+# dump path template is a follow-up of issue 18)
 LOG_ONLY_SAMPLES = sorted(
     p.name
     for p in SAMPLES.iterdir()
-    if (p / "context.json").is_file() and (p / "logs").is_dir() and not (p / "metrics").exists()
+    if (p / "context.json").is_file()
+    and (p / "logs").is_dir()
+    and not (p / "metrics").exists()
+    and not (p / "dumps").exists()
 )
 
 

@@ -674,6 +674,7 @@ def _file_only_samples() -> list[str]:
         p.name
         for p in SAMPLES.iterdir()
         if (p / "context.json").is_file() and (p / "logs").is_dir() and not (p / "metrics").exists()
+        and not (p / "dumps").exists()  # flight-recorder dumps are case files, not log lines
     )
 
 
