@@ -40,7 +40,8 @@ from attribution_dagster.connectors.files.client import (
     FilesSourceConfig,
     LocalFilesClient,
 )
-from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig, to_ns
+from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
+from attribution_dagster.connectors.loki.query import to_ns
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
 from attribution_dagster.connectors.prometheus.client import (
     Family,

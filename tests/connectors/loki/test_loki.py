@@ -27,15 +27,14 @@ from attribution_dagster import pipeline
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.connectors.base import LogSource
 from attribution_dagster.connectors.clusters import EvidenceSources
-from attribution_dagster.connectors.loki.client import (
-    LokiClient,
-    LokiConfig,
+from attribution_dagster.connectors.http import retry_after_seconds
+from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
+from attribution_dagster.connectors.loki.query import (
     build_query,
     classify_400,
     line_filter,
     logql_string,
     parse_duration_ns,
-    retry_after_seconds,
     to_ns,
 )
 from attribution_dagster.core.config import ClusterConfig
