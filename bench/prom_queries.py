@@ -188,7 +188,7 @@ def main() -> int:
         counting = CountingTransport()
         client = PrometheusClient(PrometheusConfig(url=url), transport=counting)
         t = time.monotonic()
-        samples, cov = client.fetch_metrics(ctx, window)
+        samples, cov = client.fetch_metrics(ctx, pipeline.catalog().metric_families(), window)
         dt = time.monotonic() - t
         obs = pipeline.normalize(RawEvidence(job_id="b", samples=samples), ctx)
         rows.append(("connector (screen per family + raw samples of changed series)",

@@ -121,37 +121,36 @@ def send(
     are spent, or the next wait would pass the deadline. A transient transport error on
     the last attempt is raised; a non-transient one at once."""
     started = clock()
-    attempt = 0
+    waited = 0.0  # the waits asked for: they count against the deadline even when `sleep`
+    attempt = 0  # returns at once (tests)
     while True:
         retry_after: float | None = None
         try:
             resp = request()
         except httpx.HTTPError as exc:
-            if not is_transient(exc) or not _may_retry(policy, attempt, None, started, clock):
+            spent = max(clock() - started, waited)
+            if not is_transient(exc) or not _may_retry(policy, attempt, None, spent):
                 exc.attempts = attempt + 1  # type: ignore[attr-defined]
                 raise
         else:
             if not is_transient(resp.status_code):
                 return resp, attempt + 1
             retry_after = retry_after_seconds(resp.headers.get("Retry-After"))
-            if not _may_retry(policy, attempt, retry_after, started, clock):
+            if not _may_retry(policy, attempt, retry_after, max(clock() - started, waited)):
                 return resp, attempt + 1
-        sleep(policy.delay(attempt, retry_after))
+        delay = policy.delay(attempt, retry_after)
+        sleep(delay)
+        waited += delay
         attempt += 1
 
 
-def _may_retry(
-    policy: RetryPolicy,
-    attempt: int,
-    retry_after: float | None,
-    started: float,
-    clock: Callable[[], float],
-) -> bool:
+def _may_retry(policy: RetryPolicy, attempt: int, retry_after: float | None, spent: float) -> bool:
+    """Another attempt is allowed: retries left, and its wait ends within the deadline."""
     if attempt >= policy.retries:
         return False
     if policy.deadline_seconds is None:
         return True
-    return clock() - started + policy.delay(attempt, retry_after) <= policy.deadline_seconds
+    return spent + policy.delay(attempt, retry_after) <= policy.deadline_seconds
 
 
 def attempts_of(exc: BaseException) -> int:

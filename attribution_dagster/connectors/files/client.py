@@ -46,6 +46,7 @@ from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
     Anchor,
     LogBatch,
+    MetricFamily,
     MetricSample,
     RawRecord,
     SourceCoverage,
@@ -374,8 +375,15 @@ class LocalFilesClient(_Reader):
 
     # -- metrics ------------------------------------------------------------------------
     def fetch_metrics(
-        self, case_dir: Path, ctx: ExecutionContext, window: Window
+        self,
+        case_dir: Path,
+        ctx: ExecutionContext,
+        families: Sequence[MetricFamily],
+        window: Window,
     ) -> tuple[list[MetricSample], SourceCoverage | None]:
+        """Every sample of the case's `.prom` files. `families` (what the rules want) does not
+        narrow the read: a case file is read whole either way, and a sample no rule consumes
+        never becomes an observation."""
         case_dir = Path(case_dir)
         mdir = case_dir / "metrics"
         if not os.path.lexists(mdir):

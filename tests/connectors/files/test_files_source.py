@@ -389,7 +389,7 @@ def test_case_symlinks_to_outside_are_not_followed(tmp_path: Path) -> None:
     assert "logs/cn-0411: symlink to outside the case, not read" in cov.errors
     assert cov.files == 1  # real/app.log, once although the inside link reaches it too
     assert cov.nodes_read == ["cn-0410"] and cov.status == "partial"
-    samples, mcov = LocalFilesClient().fetch_metrics(case, ctx(), WINDOW)
+    samples, mcov = LocalFilesClient().fetch_metrics(case, ctx(), (), WINDOW)
     assert samples == [] and mcov is not None
     assert "metrics/dcgm.prom: symlink to outside the case, not read" in mcov.errors
     # and the whole analysis never sees the XID behind the link
@@ -472,7 +472,7 @@ def test_case_directories_and_metric_labels_resolve_ip_aliases(tmp_path: Path) -
     )
     recs, cov = LocalFilesClient().fetch_logs(tmp_path, c, ANCHORS, WINDOW).pair()
     assert [r.node for r in recs] == ["gpu-017"] and cov.nodes_read == ["gpu-017"]
-    samples, _ = LocalFilesClient().fetch_metrics(tmp_path, c, WINDOW)
+    samples, _ = LocalFilesClient().fetch_metrics(tmp_path, c, (), WINDOW)
     assert [s.node for s in samples] == ["gpu-017"]
 
 
