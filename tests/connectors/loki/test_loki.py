@@ -26,7 +26,7 @@ from fake_loki import FakeLoki, parse_logql
 from attribution_dagster import pipeline
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.connectors.base import LogSource
-from attribution_dagster.connectors.clusters import EvidenceSources
+from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.http import retry_after_seconds
 from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
 from attribution_dagster.connectors.loki.query import (
@@ -93,7 +93,8 @@ def test_minimal_block_is_complete_and_registered():
         {"logs": [{"kind": "loki", "name": "main", "url": "https://loki.example:3100/"}]}
     )
     assert cluster.logs[0].source_name == "loki:main"
-    assert cluster.logs[0].url == "https://loki.example:3100"
+    (loki,) = Cluster("atlas", cluster).log_configs  # validated by the kind registry
+    assert isinstance(loki, LokiConfig) and loki.url == "https://loki.example:3100"
 
 
 @pytest.mark.parametrize(
