@@ -60,6 +60,7 @@ from attribution_dagster.connectors.base import (
     SchedulerError,
     utc_now,
 )
+from attribution_dagster.connectors.kubernetes.api import KubeConfigError, build_api_client
 from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
 
 if TYPE_CHECKING:  # the kubernetes package is imported when a client first talks to a cluster
@@ -464,36 +465,14 @@ class KueueClient:
         return self._api_client
 
     def _build_api_client(self) -> ApiClient:
-        from kubernetes import config as kconfig
-        from kubernetes.client import ApiClient, Configuration
-
-        cfg = Configuration()
         c = self.config
         try:
-            if c.in_cluster:
-                kconfig.load_incluster_config(client_configuration=cfg)
-            elif c.kubeconfig or not c.api_url:
-                kconfig.load_kube_config(
-                    config_file=c.kubeconfig,
-                    context=c.context,
-                    client_configuration=cfg,
-                    persist_config=False,
-                )
-        except (kconfig.ConfigException, OSError, ValueError, TypeError) as exc:
-            where = (
-                "the in-cluster service account"
-                if c.in_cluster
-                else (
-                    f"kubeconfig {c.kubeconfig or '(default)'}"
-                    + (f" context {c.context!r}" if c.context else "")
-                )
-            )
-            text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise SchedulerError(f"cluster {self.cluster}: cannot load {where}: {text}") from None
-        if c.api_url:
-            cfg.host = c.api_url.rstrip("/")
-        cfg.retries = 0  # fail fast; a transient error is retried by the caller
-        return ApiClient(configuration=cfg)
+            return build_api_client(
+                api_url=c.api_url, in_cluster=c.in_cluster, kubeconfig=c.kubeconfig,
+                context=c.context,
+            )  # fmt: skip
+        except KubeConfigError as exc:
+            raise SchedulerError(f"cluster {self.cluster}: {exc}") from None
 
     @property
     def host(self) -> str:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits, utc_now
+from attribution_dagster.connectors.kubernetes.api import KubeConfigError, build_api_client
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor, LogBatch, RawRecord, SourceCoverage
 from attribution_dagster.core.formats.kube_events import event_time, render_event
@@ -109,42 +109,18 @@ class PodLogsConfig(BackendConfig):
 
 
 def build_core_api(config: PodLogsConfig) -> Any:
-    """A kubernetes CoreV1Api for the configured cluster. Raises SourceError (not transient)
-    when no configuration can be loaded."""
-    from kubernetes import client as k8s
-    from kubernetes import config as k8s_config
-    from kubernetes.config.config_exception import ConfigException
+    """A kubernetes CoreV1Api for the configured cluster (connectors/kubernetes/api.py).
+    Raises SourceError (not transient) when no configuration can be loaded."""
+    from kubernetes.client import CoreV1Api
 
-    cfg = k8s.Configuration()
     try:
-        if config.api_url:
-            cfg.host = config.api_url.rstrip("/")
-            cfg.verify_ssl = config.verify_tls
-            if config.token_env:
-                token = os.environ.get(config.token_env)
-                if not token:
-                    raise SourceError(
-                        f"pod_logs: environment variable {config.token_env} (token_env) is not set"
-                    )
-                cfg.api_key = {"authorization": token}
-                cfg.api_key_prefix = {"authorization": "Bearer"}
-        elif config.in_cluster:
-            k8s_config.load_incluster_config(client_configuration=cfg)
-        else:
-            k8s_config.load_kube_config(
-                config_file=config.kubeconfig, context=config.context, client_configuration=cfg
-            )
-    except (ConfigException, OSError, TypeError, ValueError) as exc:
-        where = (
-            "in-cluster service account"
-            if config.in_cluster
-            else f"kubeconfig {config.kubeconfig or '$KUBECONFIG / ~/.kube/config'}"
-            + (f" context {config.context}" if config.context else "")
-        )
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise SourceError(f"pod_logs: cannot load the {where}: {first}") from None
-    cfg.retries = 0  # one attempt per request; a transient failure is reported as retryable
-    return k8s.CoreV1Api(k8s.ApiClient(cfg))
+        api = build_api_client(
+            api_url=config.api_url, in_cluster=config.in_cluster, kubeconfig=config.kubeconfig,
+            context=config.context, token_env=config.token_env, verify_tls=config.verify_tls,
+        )  # fmt: skip
+    except KubeConfigError as exc:
+        raise SourceError(f"pod_logs: {exc}") from None
+    return CoreV1Api(api)
 
 
 # --- the client -------------------------------------------------------------------------------
