@@ -17,7 +17,7 @@ from pathlib import Path
 
 from attribution_dagster.connectors.base import SourceLimits, failed_coverage
 from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
-from attribution_dagster.connectors.files.client import LocalFilesClient
+from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.connectors.static.client import StaticContextClient
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (

@@ -21,7 +21,7 @@ SCHEDULER_KINDS: dict[str, str] = {
     "static": "attribution_dagster.connectors.static.client:StaticSchedulerConfig",
 }
 LOG_KINDS: dict[str, str] = {
-    "files": "attribution_dagster.connectors.files.client:FilesSourceConfig",
+    "files": "attribution_dagster.connectors.files.tree:FilesSourceConfig",
     "loki": "attribution_dagster.connectors.loki.client:LokiConfig",
     "pod_logs": "attribution_dagster.connectors.pod_logs.client:PodLogsConfig",
 }

@@ -35,11 +35,8 @@ from test_pod_logs import FakeKube
 from attribution_dagster import pipeline
 from attribution_dagster.connectors import conformance as cf
 from attribution_dagster.connectors.base import LogSource, MetricSource
-from attribution_dagster.connectors.files.client import (
-    FilesSource,
-    FilesSourceConfig,
-    LocalFilesClient,
-)
+from attribution_dagster.connectors.files.case import LocalFilesClient
+from attribution_dagster.connectors.files.tree import FilesSource, FilesSourceConfig
 from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
 from attribution_dagster.connectors.loki.query import to_ns
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig

@@ -1,4 +1,4 @@
-"""Local-files connector and streaming scanner (connectors/files.py, connectors/scan.py)."""
+"""Local-files connector and streaming scanner (connectors/files/case.py, reader.py; core/formats/scan.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attribution_dagster.connectors.files.client import LocalFilesClient, match_nodes
+from attribution_dagster.connectors.files.case import LocalFilesClient
+from attribution_dagster.connectors.files.reader import match_nodes
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor
 from attribution_dagster.core.formats import scan

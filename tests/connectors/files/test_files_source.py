@@ -1,5 +1,5 @@
 """Node log trees on shared storage (FilesSource), cluster-level sources, confinement, rotation
-and the one node-name normalization (connectors/files.py, nodes.py)."""
+and the one node-name normalization (connectors/files/tree.py, case.py; core/hosts.py)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,10 @@ from attribution_dagster import pipeline
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.connectors.base import LogSource, SourceError
 from attribution_dagster.connectors.clusters import clusters_from
-from attribution_dagster.connectors.files import client as files_mod
-from attribution_dagster.connectors.files.client import (
-    FilesSource,
-    FilesSourceConfig,
-    LocalFilesClient,
-    match_nodes,
-)
+from attribution_dagster.connectors.files import tree as files_mod
+from attribution_dagster.connectors.files.case import LocalFilesClient
+from attribution_dagster.connectors.files.reader import match_nodes
+from attribution_dagster.connectors.files.tree import FilesSource, FilesSourceConfig
 from attribution_dagster.core.config import load_config
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord

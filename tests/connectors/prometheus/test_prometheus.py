@@ -1,4 +1,4 @@
-"""Prometheus metric source (connectors/prometheus.py).
+"""Prometheus metric source (connectors/prometheus/: client.py, promql.py; retries in connectors/http.py).
 
 Three layers:
 
