@@ -1,4 +1,4 @@
-"""Local log and metric files as a Dagster resource (the connector is `connectors/files/case.py`)."""
+"""Local log and metric files as a Dagster resource (connector: `connectors/files/case.py`)."""
 
 from __future__ import annotations
 

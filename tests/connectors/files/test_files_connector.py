@@ -1,4 +1,5 @@
-"""Local-files connector and streaming scanner (connectors/files/case.py, reader.py; core/formats/scan.py)."""
+"""Local-files connector and streaming scanner (connectors/files/case.py, reader.py;
+core/formats/scan.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Loki log source (connectors/loki/: client, query, liveness) against a fake Loki that evaluates queries.
+"""Loki log source (connectors/loki/: client, query, liveness) against a fake Loki that
+evaluates queries.
 
 The fake (tests/fake_loki.py) answers with the `query_range` / `series` response shapes of
 the Loki HTTP API reference (grafana.com/docs/loki/latest/reference/loki-http-api: "Query

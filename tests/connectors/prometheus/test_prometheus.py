@@ -1,4 +1,5 @@
-"""Prometheus metric source (connectors/prometheus/: client.py, promql.py; retries in connectors/http.py).
+"""Prometheus metric source (connectors/prometheus/: client.py, promql.py; retries in
+connectors/http.py).
 
 Three layers:
 
