@@ -127,13 +127,7 @@ class LocalFilesClient(Reader):
                         if s.timestamp_ms is None:
                             no_ts += 1
                             continue
-                        node = None
-                        for raw_node in sample_nodes(s.labels):
-                            if raw_node not in label_nodes:
-                                label_nodes[raw_node] = index.resolve(raw_node)
-                            node = label_nodes[raw_node]
-                            if node is not None:
-                                break
+                        node = _sample_node(s.labels, index, label_nodes)
                         if node is None or not math.isfinite(s.value):
                             continue
                         seen_nodes.add(node)
@@ -145,17 +139,11 @@ class LocalFilesClient(Reader):
                         if not window.contains(t):
                             cov.out_of_window += 1
                             continue
+                        where = FileLine(root=str(case_dir), path=display, line=s.line)
                         samples.append(
-                            MetricSample(
-                                source="files",
-                                node=node,
-                                locator=FileLine(root=str(case_dir), path=display, line=s.line),
-                                time=t,
-                                name=s.name,
-                                labels=s.labels,
-                                value=s.value,
-                            )
-                        )
+                            MetricSample(source="files", node=node, locator=where, time=t,
+                                         name=s.name, labels=s.labels, value=s.value)
+                        )  # fmt: skip
             except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
                 cov.errors.append(f"{display}: corrupt gzip ({exc or type(exc).__name__})")
                 failed += 1
@@ -163,16 +151,7 @@ class LocalFilesClient(Reader):
                 cov.errors.append(f"{display}: unreadable ({exc.strerror or exc})")
                 failed += 1
             cov.lines += parsed.lines
-            if parsed.malformed:
-                cov.errors.append(
-                    f"{display}: {len(parsed.malformed)} malformed line(s) skipped "
-                    f"(first at line {parsed.malformed[0]})"
-                )
-            if no_ts:
-                cov.errors.append(
-                    f"{display}: {no_ts} sample(s) without a timestamp skipped "
-                    "(cannot be placed in time)"
-                )
+            cov.errors.extend(_file_notes(display, parsed, no_ts))
         cov.records = len(samples)
         cov.nodes_read = [n for n in ctx.nodes if n in seen_nodes]
         cov.nodes_missing = [n for n in ctx.nodes if n not in seen_nodes]
@@ -180,3 +159,30 @@ class LocalFilesClient(Reader):
             len(cov.nodes_read), len(cov.nodes_missing), len(cov.errors), len(paths), failed
         )
         return samples, cov
+
+
+def _sample_node(
+    labels: dict[str, str], index: NodeIndex, memo: dict[str, str | None]
+) -> str | None:
+    """The job node a sample's labels name (first that resolves), memoized per label value."""
+    for raw_node in sample_nodes(labels):
+        if raw_node not in memo:
+            memo[raw_node] = index.resolve(raw_node)
+        if memo[raw_node] is not None:
+            return memo[raw_node]
+    return None
+
+
+def _file_notes(display: str, parsed: PromFile, no_ts: int) -> list[str]:
+    """Coverage notes on one `.prom` file: malformed lines and samples without a time."""
+    notes = []
+    if parsed.malformed:
+        notes.append(
+            f"{display}: {len(parsed.malformed)} malformed line(s) skipped "
+            f"(first at line {parsed.malformed[0]})"
+        )
+    if no_ts:
+        notes.append(
+            f"{display}: {no_ts} sample(s) without a timestamp skipped (cannot be placed in time)"
+        )
+    return notes

@@ -58,6 +58,7 @@ from attribution_dagster.connectors.base import (
     SchedulerError,
     utc_now,
 )
+from attribution_dagster.connectors.http import is_transient
 from attribution_dagster.connectors.kubernetes.api import KubeConfigError, build_api_client
 from attribution_dagster.connectors.kueue.objects import (
     classify,
@@ -278,7 +279,7 @@ class KueueClient:
             return JobNotFound(f"{prefix} Not Found for {what} {resource}: {message}")
         if status == 410:  # an expired `continue` token: listing again from the start works
             return SchedulerError(f"{prefix} Gone to {what} {resource}: {message}", transient=True)
-        if status == 429 or status >= 500:
+        if is_transient(status):
             return SchedulerError(f"{prefix} to {what} {resource}: {message}", transient=True)
         if status == 0:
             return SchedulerError(f"Kubernetes API at {self.host}: {message}")

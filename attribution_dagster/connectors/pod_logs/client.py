@@ -46,6 +46,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits, utc_now
+from attribution_dagster.connectors.http import is_transient
 from attribution_dagster.connectors.kubernetes.api import KubeConfigError, build_api_client
 from attribution_dagster.connectors.pod_logs.events import EventReads
 from attribution_dagster.connectors.pod_logs.state import (
@@ -323,7 +324,7 @@ class PodLogsClient(StreamReads, EventReads):
             )
             run.error(f"{self._where} answered {status} for {what}: {message}; {hint}")
             run.auth_failed = run.auth_failed or status == 401
-        elif status is None or status == 429 or status >= 500:
+        elif status is None or is_transient(status):
             label = f"answered {status}" if status else "failed"
             run.error(f"{self._where} {label} for {what}: {message}", transient=True)
         else:

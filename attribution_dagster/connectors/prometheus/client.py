@@ -44,6 +44,7 @@ connectors/http.py: 429, 5xx and timeouts are retried with exponential backoff, 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -310,20 +311,7 @@ class PrometheusClient:
             stats.failed_queries += bool(self._setup_error)
             return self._coverage(ctx, window, samples, read, stats)
 
-        def ask(what: str, path: str, params: dict[str, Any], first: bool = False,
-                method: str = "POST") -> Any:
-            try:
-                return self.request(path, params, stats, method=method)
-            except SourceError as exc:
-                stats.errors.append(f"{what}: {exc}"[:500])
-                stats.transient.append(exc.transient)
-                stats.failed_queries += 1
-                # refused, rejected, or the cheap index-only first call still failed after
-                # its retries (timeouts, 429, 5xx): the remaining queries would fail alike
-                if isinstance(exc, _Unreachable) or (first and exc.transient):
-                    raise _Unreachable(str(exc), transient=exc.transient) from None
-                return None
-
+        ask = functools.partial(self._ask, stats)
         extra = f",{cfg.extra_selector}" if cfg.extra_selector else ""
         at = {"time": format_ts(end)}
         try:
@@ -378,6 +366,22 @@ class PrometheusClient:
         except _Unreachable:
             pass  # one line in errors already; the remaining queries would fail the same way
         return self._coverage(ctx, window, samples, read, stats)
+
+    def _ask(self, stats: _Stats, what: str, path: str, params: dict[str, Any],
+             first: bool = False, method: str = "POST") -> Any:
+        """One call's `data`, or None with its error in `stats`; raises _Unreachable when
+        every further call would fail alike."""
+        try:
+            return self.request(path, params, stats, method=method)
+        except SourceError as exc:
+            stats.errors.append(f"{what}: {exc}"[:500])
+            stats.transient.append(exc.transient)
+            stats.failed_queries += 1
+            # refused, rejected, or the cheap index-only first call still failed after its
+            # retries (timeouts, 429, 5xx): the remaining queries would fail alike
+            if isinstance(exc, _Unreachable) or (first and exc.transient):
+                raise _Unreachable(str(exc), transient=exc.transient) from None
+            return None
 
     def _coverage(self, ctx: ExecutionContext, window: Window, samples: list[MetricSample],
                   read: set[str], stats: _Stats) -> tuple[list[MetricSample], SourceCoverage]:
