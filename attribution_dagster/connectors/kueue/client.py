@@ -37,8 +37,12 @@ tie); `reason` is the Kueue condition's message with the Job/JobSet failure reas
 
 Pods of finished jobs are garbage-collected within minutes. The client takes an optional
 `placements` reader (`(cluster, namespace, workload) -> list[PodRef]`, e.g.
-`sinks.placements.PlacementStore.pods_for`) and merges the recorded placements in for pods
-that are gone; `running_placements()` lists what to record while workloads run.
+`connectors.kueue.placements.PlacementStore.pods_for`) and merges the recorded placements
+in for pods that are gone; `running_placements()` lists what to record while workloads run.
+
+Modules: kueue/objects.py reads the API's objects (no calls), kueue/placements.py holds the
+placement record; this one (about 620 lines, a third of them this docstring and the API
+error mapping) is the client: connection, paged calls, errors, workload -> context.
 """
 
 from __future__ import annotations

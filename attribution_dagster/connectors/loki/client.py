@@ -64,6 +64,7 @@ import httpx
 from attribution_dagster.connectors import http
 from attribution_dagster.connectors.base import SourceLimits
 from attribution_dagster.connectors.loki.config import LokiKeys
+from attribution_dagster.connectors.loki.context import ContinuationReads
 from attribution_dagster.connectors.loki.liveness import Liveness
 from attribution_dagster.connectors.loki.query import (
     NS,
@@ -74,7 +75,6 @@ from attribution_dagster.connectors.loki.query import (
     from_ns,
     locator,
     selector_for,
-    stream_selector,
     to_ns,
 )
 from attribution_dagster.connectors.loki.state import (
@@ -87,7 +87,6 @@ from attribution_dagster.connectors.loki.state import (
     Shrink,
     Unit,
     error_text,
-    lines_after,
 )
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor, LogBatch, RawRecord, SourceCoverage
@@ -104,7 +103,7 @@ class LokiConfig(LokiKeys):
         return LokiClient(self, cluster=cluster)
 
 
-class LokiClient(Liveness):
+class LokiClient(Liveness, ContinuationReads):
     """A LogSource reading one Loki. `transport` and `sleep` are for tests."""
 
     def __init__(
@@ -521,66 +520,6 @@ class LokiClient(Liveness):
             if value:
                 return value.rstrip("/").rsplit("/", 1)[-1]
         return ""
-
-    # -- continuation lines ------------------------------------------------------------
-    def _fill_context(self, st: Fetch, window_end: int) -> None:
-        """For hits whose anchor wants following lines: read the stream after the hit.
-        One read serves every later hit of the same stream it already covers (a traceback
-        naming ChildFailedError twice costs one query)."""
-        cfg = self.config
-        queries = 0
-        skipped = 0
-        # per stream: the last read and whether it ended before its limit (then it holds
-        # every line of the stream up to its end, enough for a later hit inside it)
-        reads: dict[tuple[tuple[str, str], ...], tuple[list[tuple[int, str]], bool]] = {}
-        for hit in sorted(st.hits, key=lambda h: h.ts):
-            key = tuple(sorted(hit.labels.items()))
-            entries, complete = reads.get(key, ([], False))
-            after = lines_after(entries, hit)
-            if after is None or (len(after) < hit.want and not complete):
-                if queries >= cfg.max_context_queries:
-                    skipped += 1
-                    continue
-                queries += 1
-                got = self._context_read(st, hit, window_end)
-                if got is None:
-                    continue
-                reads[key] = got
-                after = lines_after(got[0], hit) or []
-            more = [self._clean(p, st) for p in after[: hit.want]]
-            if more:
-                rec = st.records[hit.record_index]
-                st.records[hit.record_index] = rec.model_copy(
-                    update={"text": rec.text + "\n" + "\n".join(more)}
-                )
-        if skipped:
-            st.cov.errors.append(
-                f"{skipped} hit(s) kept without their continuation lines "
-                f"(max_context_queries={cfg.max_context_queries})"
-            )
-
-    def _context_read(
-        self, st: Fetch, hit: Hit, window_end: int
-    ) -> tuple[list[tuple[int, str]], bool] | None:
-        """(ts, line) of the hit's stream, unfiltered, from the hit for context_seconds, and
-        whether the read was complete (fewer entries than its limit)."""
-        end = min(window_end, hit.ts + int(self.config.context_seconds * NS))
-        params: list[tuple[str, str | int]] = [
-            ("query", stream_selector(hit.labels)),
-            ("direction", "forward"),
-            ("start", hit.ts),
-            ("end", max(end, hit.ts + 1)),
-            ("limit", min(st.limit, hit.want + 100)),
-        ]
-        try:
-            entries = self._entries(self._call(st, QUERY_RANGE, params), st)
-        except (Fatal, Shrink) as exc:
-            st.cov.errors.append(f"continuation lines of {locator(hit.labels, hit.ts)}: {exc}")
-            return None
-        st.ok_queries += 1
-        limit = int(params[-1][1])
-        ordered = sorted(((e[2], e[3]) for e in entries), key=lambda e: e[0])
-        return ordered, len(entries) < limit
 
     # -- coverage -------------------------------------------------------------------------
     def _finish(self, st: Fetch, nodes: tuple[str, ...], series_nodes: set[str] | None) -> None:
