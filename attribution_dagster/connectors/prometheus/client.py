@@ -185,6 +185,7 @@ class PrometheusClient:
         self._setup_error: str | None = None  # reported per job as a failed coverage
         verify = config.verify_tls if isinstance(config.verify_tls, bool) else True
         ca_file = config.verify_tls if isinstance(config.verify_tls, str) else None
+        self._http: httpx.Client | None
         try:
             self._http = http.build_client(
                 base_url=config.url,
@@ -197,9 +198,9 @@ class PrometheusClient:
                 basic_password_env=config.basic_password_env,
                 transport=transport,
             )
-        except http.HttpSetupError as exc:
+        except http.HttpSetupError as exc:  # reported per job as a failed coverage
             self._setup_error = f"{exc} ({self._setup_hint()})"
-            self._http = httpx.Client(base_url=config.url, transport=transport)
+            self._http = None
 
     def _setup_hint(self) -> str:
         c = self.config
@@ -210,7 +211,8 @@ class PrometheusClient:
         return f"verify_tls: the CA bundle {c.verify_tls!r}"
 
     def close(self) -> None:
-        self._http.close()
+        if self._http is not None:
+            self._http.close()
 
     # one request -------------------------------------------------------------------------
     def _auth_hint(self) -> str:
@@ -228,12 +230,15 @@ class PrometheusClient:
         where = f"Prometheus at {self.config.url}"
         stats.calls += 1
 
+        client = self._http
+        assert client is not None  # fetch_metrics stops before any call on a setup error
+
         def one() -> httpx.Response:
             stats.queries += 1
             if method == "GET":
-                resp = self._http.get(path, params=params)
+                resp = client.get(path, params=params)
             else:
-                resp = self._http.post(path, data=params)
+                resp = client.post(path, data=params)
             stats.bytes += len(resp.content)
             return resp
 
