@@ -17,7 +17,7 @@ from pathlib import Path
 
 from attribution_dagster.connectors.base import SourceLimits, failed_coverage
 from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
-from attribution_dagster.connectors.files.client import LocalFilesClient
+from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.connectors.static.client import StaticContextClient
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
@@ -83,6 +83,7 @@ def collect_evidence(
     # stops (files: the last such line of a file; Loki: the last ones per node; pod logs:
     # the last one of each container log)
     anchors = catalog().anchors(last_only=True)
+    families = catalog().metric_families()  # what the metric rules read
     records: list[RawRecord] = []
     tails: list[RawRecord] = []
     progress: list[RawRecord] = []
@@ -103,7 +104,7 @@ def collect_evidence(
             coverage.append(batch.coverage)
             log_sources = ()
         if (case / "metrics").is_dir() or not metric_sources:
-            samples, metric_cov = files.fetch_metrics(case, ctx, window)
+            samples, metric_cov = files.fetch_metrics(case, ctx, families, window)
             coverage.extend([metric_cov] if metric_cov is not None else [])
             metric_sources = ()
     if log_sources or metric_sources:
@@ -121,7 +122,7 @@ def collect_evidence(
             coverage.append(batch.coverage)
         for metric_source in metric_sources:
             try:
-                got_samples, cov = metric_source.fetch_metrics(ctx, window)
+                got_samples, cov = metric_source.fetch_metrics(ctx, families, window)
             except Exception as exc:  # noqa: BLE001
                 got_samples, cov = [], failed_coverage(metric_source.name, exc)
             samples.extend(got_samples)

@@ -46,7 +46,8 @@ sys.path.insert(0, str(ROOT / "tests" / "fakes"))
 from fake_http import start_fake_http  # noqa: E402
 from fake_loki import FakeLoki  # noqa: E402
 
-from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig, to_ns  # noqa: E402
+from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig  # noqa: E402
+from attribution_dagster.connectors.loki.query import to_ns  # noqa: E402
 from attribution_dagster.core.context import ExecutionContext  # noqa: E402
 from attribution_dagster.core.settings import Window  # noqa: E402
 from attribution_dagster.pipeline import catalog  # noqa: E402

@@ -41,7 +41,8 @@ from attribution_dagster import pipeline  # noqa: E402
 from attribution_dagster.connectors.prometheus.client import (  # noqa: E402
     PrometheusClient,
     PrometheusConfig,
-    catalog_families,
+)
+from attribution_dagster.connectors.prometheus.promql import (  # noqa: E402
     duration,
     exact_regex,
     promql_string,
@@ -188,14 +189,14 @@ def main() -> int:
         counting = CountingTransport()
         client = PrometheusClient(PrometheusConfig(url=url), transport=counting)
         t = time.monotonic()
-        samples, cov = client.fetch_metrics(ctx, window)
+        samples, cov = client.fetch_metrics(ctx, pipeline.catalog().metric_families(), window)
         dt = time.monotonic() - t
         obs = pipeline.normalize(RawEvidence(job_id="b", samples=samples), ctx)
         rows.append(("connector (screen per family + raw samples of changed series)",
                      cov.queries, counting.sent, cov.bytes, cov.samples, dt,
                      sorted({(o.kind, o.node) for o in obs})))
 
-        fams = catalog_families()
+        fams = pipeline.catalog().metric_families()
         length = window.end.timestamp() - window.start.timestamp() + 1
         rng = duration(length)
         end = f"{window.end.timestamp():.3f}"

@@ -40,7 +40,7 @@ _ENV = {
 SCANNER_ONLY = """
 import sys, time
 from pathlib import Path
-from attribution_dagster.connectors.files.client import LocalFilesClient
+from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.pipeline import catalog, load_context
 case = Path(sys.argv[1])

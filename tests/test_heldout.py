@@ -68,7 +68,7 @@ def test_heldout_case(name: str) -> None:
 
 
 def test_short_host_keeps_ip_addresses_whole() -> None:
-    from attribution_dagster.connectors.files.client import match_nodes
+    from attribution_dagster.connectors.files.reader import match_nodes
     from attribution_dagster.core.context import short_host
 
     assert short_host("gpu-node-017.cluster.local") == "gpu-node-017"

@@ -226,9 +226,13 @@ def _sink_url(db: str | None) -> str:
 
 
 def _config(args: argparse.Namespace):  # -> AttributionConfig
-    from attribution_dagster.core.config import load_config
+    """The configuration, every cluster's back-end blocks validated (ConfigError naming the
+    file, cluster, block and key: exit 2)."""
+    from attribution_dagster.connectors.clusters import load_checked_config
 
-    return load_config(args.config)
+    if not hasattr(args, "_config"):
+        args._config = load_checked_config(args.config)
+    return args._config
 
 
 def _cluster(args: argparse.Namespace, name: str):  # -> Cluster

@@ -144,12 +144,12 @@ class Progress:
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     from attribution_dagster import fleet, pipeline
-    from attribution_dagster.connectors.clusters import Cluster
-    from attribution_dagster.core.config import ConfigError, load_config
+    from attribution_dagster.connectors.clusters import Cluster, load_checked_config
+    from attribution_dagster.core.config import ConfigError
     from attribution_dagster.sinks.sql import SqlSink
 
     try:
-        config = load_config(args.config)
+        config = load_checked_config(args.config)
         since, until = _day(args.since, "--since"), _day(args.until, "--until")
     except (ConfigError, ValueError) as e:
         return _fail(str(e))

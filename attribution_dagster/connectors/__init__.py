@@ -1,10 +1,12 @@
 """Plain clients for schedulers, log back-ends and metric back-ends (no Dagster import).
 
-Every back-end is one module here holding its configuration model (`kind: <name>` plus its
+Every back-end is one folder here holding its configuration model (`kind: <name>` plus its
 own keys, as written under `clusters.<name>` in attribution.yaml) and its client. The
 tables below map a `kind` to that configuration model, imported only when a cluster uses
-it; adding a back-end is one module and one line here. The roles' protocols are in
-`connectors/base.py`.
+it; adding a back-end is one folder and one line here. core/config.py keeps each block as
+written (core.config.BackendBlock); `parse_config` validates one into its back-end's model
+(connectors/clusters.py does it for every block when the configuration is loaded). The
+roles' protocols are in `connectors/base.py`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ SCHEDULER_KINDS: dict[str, str] = {
     "static": "attribution_dagster.connectors.static.client:StaticSchedulerConfig",
 }
 LOG_KINDS: dict[str, str] = {
-    "files": "attribution_dagster.connectors.files.client:FilesSourceConfig",
+    "files": "attribution_dagster.connectors.files.tree:FilesSourceConfig",
     "loki": "attribution_dagster.connectors.loki.client:LokiConfig",
     "pod_logs": "attribution_dagster.connectors.pod_logs.client:PodLogsConfig",
     "elasticsearch": "attribution_dagster.connectors.elasticsearch.client:ElasticsearchConfig",

@@ -15,7 +15,13 @@ from typing import Protocol, runtime_checkable
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from attribution_dagster.core.context import ExecutionContext, JobState
-from attribution_dagster.core.evidence import Anchor, LogBatch, MetricSample, SourceCoverage
+from attribution_dagster.core.evidence import (
+    Anchor,
+    LogBatch,
+    MetricFamily,
+    MetricSample,
+    SourceCoverage,
+)
 from attribution_dagster.core.settings import Window
 
 
@@ -114,14 +120,16 @@ class LogSource(Protocol):
 
 @runtime_checkable
 class MetricSource(Protocol):
-    """Metric samples for the job's nodes and window: (samples, coverage). Samples carry a
-    typed locator (the series and its time); a metric source has no tails or progress. It
-    raises SourceError only when nothing could be read at all."""
+    """Metric samples for the job's nodes and window: (samples, coverage). `families` are
+    the metric families the rules want (core MetricFamily, as `anchors` for a log source);
+    a back-end that can select reads only those. Samples carry a typed locator (the series
+    and its time); a metric source has no tails or progress. It raises SourceError only
+    when nothing could be read at all."""
 
     name: str
 
     def fetch_metrics(
-        self, ctx: ExecutionContext, window: Window
+        self, ctx: ExecutionContext, families: Sequence[MetricFamily], window: Window
     ) -> tuple[list[MetricSample], SourceCoverage]: ...
 
 

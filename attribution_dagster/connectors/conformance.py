@@ -40,6 +40,7 @@ from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
 from attribution_dagster.core.evidence import (
     Anchor,
     LogBatch,
+    MetricFamily,
     MetricSample,
     RawEvidence,
     SourceCoverage,
@@ -75,6 +76,7 @@ class RecordedJob:
     samples: Sequence[tuple[str, str, Mapping[str, str], datetime, float]] = ()
     # node, metric name, labels, time, value
     anchors: Sequence[Anchor] = field(default_factory=tuple)
+    families: Sequence[MetricFamily] = field(default_factory=tuple)  # for metric sources
 
     def log_text(self, node: str) -> str:
         """The node's log as a file holds it (each line carries its own time)."""
@@ -88,9 +90,12 @@ def _progress(t: datetime, it: int) -> str:
     )
 
 
-def recorded_job(anchors: Sequence[Anchor] = ()) -> RecordedJob:
-    """The shared lines. `anchors`: the parser catalog's (pipeline.catalog().anchors(
-    last_only=True)); the module does not import the rules, a connector's test passes them."""
+def recorded_job(
+    anchors: Sequence[Anchor] = (), families: Sequence[MetricFamily] = ()
+) -> RecordedJob:
+    """The shared lines. `anchors` and `families`: the parser catalog's
+    (pipeline.catalog().anchors(last_only=True), .metric_families()); the module does not
+    import the rules, a connector's test passes them."""
     died, timeout, end = (START + timedelta(minutes=m) for m in (10, 20, 21))
     logs: dict[str, list[tuple[datetime, str]]] = {}
     for k, node in enumerate(NODES):
@@ -153,7 +158,7 @@ def recorded_job(anchors: Sequence[Anchor] = ()) -> RecordedJob:
     window = Window(start=START - timedelta(minutes=2), end=end + timedelta(minutes=1))
     return RecordedJob(
         ctx=ctx, window=window, limits=SourceLimits(max_line_bytes=CAP), logs=logs,
-        events=[event], samples=samples, anchors=tuple(anchors),
+        events=[event], samples=samples, anchors=tuple(anchors), families=tuple(families),
     )  # fmt: skip
 
 

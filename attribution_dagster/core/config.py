@@ -74,7 +74,6 @@ from pydantic import (
     model_validator,
 )
 
-from attribution_dagster.connectors import parse_config
 from attribution_dagster.core.database import default_sqlite_url
 from attribution_dagster.core.settings import AnalysisFields
 
@@ -163,34 +162,64 @@ class FleetConfig(BaseModel):
         return p if p.is_absolute() else (Path(base_dir) / p).resolve()
 
 
+class BackendBlock(BaseModel):
+    """One `{kind: ..., ...}` block of a cluster (`scheduler`, an entry of `logs` or of
+    `metrics`) as attribution.yaml writes it: `kind`, the optional `name`, and the
+    back-end's own keys, kept as given.
+
+    Core checks the shape only; the back-end's keys are validated into its configuration
+    model by the connectors' kind registry (`connectors.clusters.check_clusters`, run when
+    the configuration is loaded by the CLI and the Dagster resources), which names the
+    cluster, the block and the key at fault."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: str = Field(min_length=1, description="the back-end: slurm, loki, prometheus, ...")
+    name: str | None = Field(
+        default=None, description="shown in coverage as '<kind>:<name>'; default the kind"
+    )
+
+    @property
+    def source_name(self) -> str:
+        return f"{self.kind}:{self.name}" if self.name else self.kind
+
+    @property
+    def keys(self) -> dict[str, Any]:
+        """The block as written (kind, name when given, and the back-end's keys)."""
+        return self.model_dump(exclude_unset=True)
+
+
 class ClusterConfig(BaseModel):
     """One cluster: where its jobs come from and where their evidence lives.
 
     `scheduler`, each `logs` and each `metrics` entry is a `{kind: ..., ...}` block
-    validated by that back-end's own model (see `attribution_dagster.connectors`).
+    (BackendBlock); the back-end's own model validates its keys (see
+    `attribution_dagster.connectors`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    scheduler: Any | None = Field(default=None, description="slurm | kueue | kai | static")
-    logs: list[Any] = Field(default_factory=list, description="files | loki | pod_logs")
-    metrics: list[Any] = Field(default_factory=list, description="prometheus")
+    scheduler: BackendBlock | None = Field(
+        default=None, description="slurm | kueue | kai | static"
+    )
+    logs: list[BackendBlock] = Field(default_factory=list, description="files | loki | pod_logs")
+    metrics: list[BackendBlock] = Field(default_factory=list, description="prometheus")
     sensor: bool = Field(default=True, description="run a finished-job sensor for this cluster")
 
     @field_validator("scheduler", mode="before")
     @classmethod
     def _scheduler(cls, v: Any) -> Any:
-        return None if v is None else parse_config("scheduler", v)
+        return None if v is None else _block(v, "scheduler")
 
     @field_validator("logs", mode="before")
     @classmethod
     def _logs(cls, v: Any) -> Any:
-        return [parse_config("logs", b) for b in _blocks(v, "logs")]
+        return [_block(b, "logs") for b in _blocks(v, "logs")]
 
     @field_validator("metrics", mode="before")
     @classmethod
     def _metrics(cls, v: Any) -> Any:
-        return [parse_config("metrics", b) for b in _blocks(v, "metrics")]
+        return [_block(b, "metrics") for b in _blocks(v, "metrics")]
 
     @model_validator(mode="after")
     def _unique_sources(self) -> ClusterConfig:
@@ -199,6 +228,18 @@ class ClusterConfig(BaseModel):
         if dup:
             raise ValueError(f"two sources share the name {dup[0]!r}: give each a 'name'")
         return self
+
+
+def _block(v: Any, role: str) -> Any:
+    if isinstance(v, BackendBlock):
+        return v
+    if isinstance(v, BaseModel):  # a back-end's own configuration model, already valid
+        return v.model_dump(mode="json", exclude_unset=True) | {"kind": getattr(v, "kind", "")}
+    if not isinstance(v, dict):
+        raise ValueError(f"a {role} block must be a mapping with a 'kind' key")
+    if not isinstance(v.get("kind"), str) or not v["kind"]:
+        raise ValueError(f"a {role} block needs 'kind', naming its back-end")
+    return v
 
 
 def _blocks(v: Any, role: str) -> list[Any]:

@@ -37,6 +37,25 @@ class Anchor(BaseModel):
     last_only: bool = False
 
 
+class MetricFamily(BaseModel):
+    """Metric names read together, and what makes a series worth fetching: what the metric
+    rules want from a metric source, as anchors are what the log rules want from a log
+    source (the parser catalog's `metrics:` specs; pipeline.py passes them).
+
+    `mode` says which series can become an observation (increase | last_value | positive |
+    state | below | any); `normal` and `steady_after` refine `state`; `companions` are
+    fetched with the screened series, never screened (the denominator of mode `below`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    names: tuple[str, ...]
+    mode: str
+    normal: float | None = None
+    steady_after: int | None = None
+    companions: tuple[str, ...] = ()
+
+
 class RawRecord(BaseModel):
     """One log line (plus requested continuation lines) that passed the prefilter."""
 

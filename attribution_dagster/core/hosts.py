@@ -124,6 +124,43 @@ class NodeIndex:
         return list(out)
 
 
+# --- label regexes ---------------------------------------------------------------------
+
+_IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_RE2_META = frozenset("\\.+*?()|[]{}^$")
+
+
+def re2_escape(literal: str) -> str:
+    """A literal as an RE2 pattern matching exactly it (only RE2's metacharacters escaped)."""
+    return "".join("\\" + ch if ch in _RE2_META else ch for ch in literal)
+
+
+def node_regex(
+    nodes: Iterable[str], addresses: Mapping[str, Iterable[str]] | None = None
+) -> str:
+    """The one label regex (RE2, anchored at both ends by Loki and Prometheus) matching the
+    nodes and their `node_addresses` aliases in every spelling a label may carry: any case
+    (`(?i)`), any domain after a short name, any port (`instance="gpu-017:9100"`), IPv4
+    whole (never cut at its first dot), IPv6 in optional brackets."""
+    keys: set[str] = set()
+    for node in nodes:
+        keys.add(host_key(node))
+        for alias in (addresses or {}).get(node, ()):
+            keys.add(host_key(str(alias)))
+    keys.discard("")
+    names = sorted(k for k in keys if ":" not in k and not _IPV4.match(k))
+    ipv4 = sorted(k for k in keys if _IPV4.match(k))
+    ipv6 = sorted(k for k in keys if ":" in k)
+    parts = []
+    if names:
+        parts.append("(?:" + "|".join(map(re2_escape, names)) + r")(?:\.[^:]*)?")
+    if ipv4:
+        parts.append("(?:" + "|".join(map(re2_escape, ipv4)) + ")")
+    if ipv6:
+        parts.append(r"\[?(?:" + "|".join(map(re2_escape, ipv6)) + r")\]?")
+    return "(?i)(?:" + "|".join(parts) + ")(?::[0-9]+)?"
+
+
 # --- cluster-level lines -----------------------------------------------------------------
 
 CLUSTER_NODE = "*cluster*"

@@ -14,7 +14,7 @@ from functools import cached_property
 from dagster import ConfigurableResource
 from pydantic import Field, PrivateAttr
 
-from attribution_dagster.connectors.clusters import Cluster, clusters_from
+from attribution_dagster.connectors.clusters import Cluster, check_clusters, clusters_from
 from attribution_dagster.core.config import ClusterConfig
 
 
@@ -26,6 +26,7 @@ class ClustersResource(ConfigurableResource):
 
     @classmethod
     def from_configs(cls, configs: dict[str, ClusterConfig]) -> ClustersResource:
+        check_clusters(configs)  # a bad back-end key fails when the definitions load
         data = {name: cfg.model_dump(mode="json") for name, cfg in configs.items()}
         return cls(clusters_json=json.dumps(data, sort_keys=True))
 

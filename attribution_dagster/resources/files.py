@@ -1,11 +1,11 @@
-"""Local log and metric files as a Dagster resource (the connector is `connectors/files.py`)."""
+"""Local log and metric files as a Dagster resource (connector: `connectors/files/case.py`)."""
 
 from __future__ import annotations
 
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from attribution_dagster.connectors.files.client import LocalFilesClient
+from attribution_dagster.connectors.files.case import LocalFilesClient
 
 
 class LocalFilesResource(ConfigurableResource):

@@ -93,7 +93,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from attribution_dagster.core.context import ExecutionContext
-from attribution_dagster.core.evidence import Anchor, MetricSample, RawEvidence, RawRecord
+from attribution_dagster.core.evidence import (
+    Anchor,
+    MetricFamily,
+    MetricSample,
+    RawEvidence,
+    RawRecord,
+)
 from attribution_dagster.core.formats.timestamps import load_zone
 from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
 from attribution_dagster.core.locators import FileLine
@@ -605,6 +611,21 @@ class ParserCatalog:
         `last_only`, also the literals of which a scanner keeps only each file's last line
         (progress: the local-files scanner finds it near each block end, no extra pass)."""
         return [a for a in self._anchors if last_only or not a.last_only]
+
+    def metric_families(self) -> list[MetricFamily]:
+        """One family per metric spec: what a metric source reads for the metric parsers
+        (a metric no parser consumes could never become an observation)."""
+        return [
+            MetricFamily(
+                id=m.id,
+                names=tuple(m.names),
+                companions=(m.ratio_of,) if m.ratio_of else (),
+                mode=m.mode,
+                normal=m.normal,
+                steady_after=m.steady_abnormal_after,
+            )
+            for m in self.metric_specs
+        ]
 
     def origin(self, text: str) -> dict[str, Any]:
         """What the launcher prefixes at the start of a line name (`origins` in parsers.yaml):

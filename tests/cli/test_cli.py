@@ -204,3 +204,60 @@ def test_run_bad_config_is_one_line_error(tmp_path: Path, capsys, monkeypatch) -
     err = capsys.readouterr().err.strip()
     assert err.startswith("attribution: error:") and "attribution.yaml" in err
     assert "\n" not in err
+
+
+# -- issue 21 probes: contexts no analysis can hold are one line, exit 2 ----------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("end", "9999-12-31T23:59:59Z"), ("start", "0001-01-01T00:00:00Z")],
+)
+def test_a_date_outside_the_analysable_range_is_one_line_exit_2(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    """`end` in year 9999 was exit 3 `OverflowError: date value out of range` (the window's
+    lag pushed it past datetime.max). Now the context is refused, naming file and field."""
+    case = make_case(tmp_path / "far", {**CONTEXT, field: value}, {"node-a/syslog": XID79})
+    r = run_cli("analyze", str(case))
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip()
+    assert "\n" not in err and str(case / "context.json") in err
+    assert f"field '{field}' is invalid" in err and "Traceback" not in err
+
+
+def test_a_context_nested_too_deeply_is_one_line_exit_2(tmp_path: Path) -> None:
+    """A deeply nested JSON context was exit 3 `RecursionError`."""
+    deep = '{"a":' * 100_000 + "1" + "}" * 100_000
+    case = make_case(tmp_path / "deep", deep)
+    r = run_cli("analyze", str(case))
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip()
+    assert "\n" not in err and str(case / "context.json") in err
+    assert "nested too deeply" in err
+
+
+@pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        ("logs: [{kind: loki, url: 'loki:3100'}]",
+         "clusters.atlas.logs[0] (loki): key 'url': url must be http(s)://"),
+        ("logs: [{kind: loki, url: 'http://l', pasword_env: X}]",
+         "clusters.atlas.logs[0] (loki): key 'pasword_env': Extra inputs are not permitted"),
+        ("metrics: [{kind: prometheus, url: 'http://p'}, {kind: prom}]",
+         "clusters.atlas.metrics[1]: unknown metrics kind 'prom'"),
+        ("scheduler: {kind: slurm, transport: ssh}",
+         "clusters.atlas.scheduler (slurm): key 'transport'"),
+    ],
+)  # fmt: skip
+def test_a_bad_back_end_key_names_cluster_block_and_key(
+    tmp_path: Path, block: str, expected: str
+) -> None:
+    """core/config.py keeps each `{kind: ...}` block as written; the connectors' registry
+    validates it when the configuration is loaded: still one line, exit 2, before any work."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"clusters:\n  atlas:\n    {block}\n")
+    r = run_cli("--config", str(bad), "discover", "atlas", "--since", "2026-11-01")
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.strip()
+    assert "\n" not in err and str(bad) in err and expected in err, err

@@ -44,18 +44,12 @@ from attribution_dagster.connectors.elasticsearch.client import (
     ElasticsearchConfig,
     ElasticsearchSource,
 )
-from attribution_dagster.connectors.files.client import (
-    FilesSource,
-    FilesSourceConfig,
-    LocalFilesClient,
-)
-from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig, to_ns
+from attribution_dagster.connectors.files.case import LocalFilesClient
+from attribution_dagster.connectors.files.tree import FilesSource, FilesSourceConfig
+from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
+from attribution_dagster.connectors.loki.query import to_ns
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
-from attribution_dagster.connectors.prometheus.client import (
-    Family,
-    PrometheusClient,
-    PrometheusConfig,
-)
+from attribution_dagster.connectors.prometheus.client import PrometheusClient, PrometheusConfig
 from attribution_dagster.core.evidence import LogBatch, RawEvidence, RawRecord
 
 XID = "DCGM_FI_DEV_XID_ERRORS"
@@ -63,7 +57,9 @@ XID = "DCGM_FI_DEV_XID_ERRORS"
 
 @pytest.fixture(scope="module")
 def job() -> cf.RecordedJob:
-    return cf.recorded_job(pipeline.catalog().anchors(last_only=True))
+    return cf.recorded_job(
+        pipeline.catalog().anchors(last_only=True), pipeline.catalog().metric_families()
+    )
 
 
 def stamp(t: Any) -> str:
@@ -278,12 +274,14 @@ def test_prometheus_text_files_and_http_api_give_the_same_samples(
     """The recorded DCGM samples as a `.prom` file of a case and through the HTTP API: both
     keep the contract, and give the same samples and the same observations."""
     case = write_case(tmp_path, job, events=False)
-    file_samples, file_cov = LocalFilesClient().fetch_metrics(case, job.ctx, job.window)
-    fake_prometheus(fake_http, job)
-    prom = PrometheusClient(
-        PrometheusConfig(url=fake_http.url), families=[Family("dcgm_xid", (XID,), "last_value")]
+    file_samples, file_cov = LocalFilesClient().fetch_metrics(
+        case, job.ctx, job.families, job.window
     )
-    samples, cov = prom.fetch_metrics(job.ctx, job.window)
+    fake_prometheus(fake_http, job)
+    prom = PrometheusClient(PrometheusConfig(url=fake_http.url))
+    xid_family = [f for f in job.families if XID in f.names]  # what the fake serves
+    assert xid_family, "the catalog has no DCGM XID family"
+    samples, cov = prom.fetch_metrics(job.ctx, xid_family, job.window)
     cf.assert_conforms(
         cf.check_samples("files:metrics", file_samples, file_cov, job)
         + cf.check_samples(prom.name, samples, cov, job)

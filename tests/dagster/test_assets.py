@@ -56,8 +56,8 @@ class FlakyFilesResource(LocalFilesResource):
                         raise OSError(5, "Input/output error", str(case_dir))
                 return real.fetch_logs(case_dir, ctx, anchors, window)
 
-            def fetch_metrics(self, case_dir, ctx, window):
-                return real.fetch_metrics(case_dir, ctx, window)
+            def fetch_metrics(self, case_dir, ctx, families, window):
+                return real.fetch_metrics(case_dir, ctx, families, window)
 
         return Client()
 

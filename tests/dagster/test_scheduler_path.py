@@ -20,6 +20,7 @@ from dagster_cases import write_case
 
 from attribution_dagster.cli.app import main
 from attribution_dagster.connectors.base import JobQuery, SchedulerError
+from attribution_dagster.connectors.clusters import Cluster, load_checked_config
 from attribution_dagster.core.config import AttributionConfig, ConfigError, load_config
 from attribution_dagster.definitions import ATTRIBUTE_JOB, build_definitions
 from attribution_dagster.resources import AssetStoreResource, ClustersResource
@@ -67,14 +68,15 @@ def test_cluster_blocks_validate_per_kind_with_clear_errors(tmp_path):
     )
     assert ok.clusters["atlas"].scheduler.kind == "static"
     assert ok.clusters["atlas"].logs == []
+    # core keeps the blocks as written; the connectors' registry validates them on load
     bad = write_config(tmp_path, {"atlas": {"scheduler": {"kind": "pbs"}}})
     with pytest.raises(
         ConfigError, match=r"clusters\.atlas\.scheduler.*unknown scheduler kind 'pbs'"
     ):
-        load_config(bad, environ={})
+        load_checked_config(bad, environ={})
     typo = write_config(tmp_path, {"atlas": {"scheduler": {"kind": "static", "pth": "x"}}})
-    with pytest.raises(ConfigError, match="pth"):
-        load_config(typo, environ={})
+    with pytest.raises(ConfigError, match=r"clusters\.atlas\.scheduler \(static\): .*key 'pth'"):
+        load_checked_config(typo, environ={})
     dup = write_config(tmp_path, {"a": {"scheduler": {"kind": "kai"}, "logs": "not-a-list"}})
     with pytest.raises(ConfigError, match="must be a list"):
         load_config(dup, environ={})
@@ -83,7 +85,7 @@ def test_cluster_blocks_validate_per_kind_with_clear_errors(tmp_path):
 def test_kai_is_accepted_but_discovery_says_it_is_not_implemented(tmp_path, capsys):
     cfg = write_config(tmp_path, {"kai-pool": {"scheduler": {"kind": "kai"}}})
     config = load_config(cfg, environ={})
-    client = config.clusters["kai-pool"].scheduler.client("kai-pool")
+    client = Cluster("kai-pool", config.clusters["kai-pool"]).scheduler
     with pytest.raises(SchedulerError, match="KAI scheduler discovery is not implemented"):
         client.finished_jobs(JobQuery(since=T0))
     code = main(["--config", str(cfg), "discover", "kai-pool", "--since", "2026-11-01"])
@@ -100,13 +102,10 @@ def test_kai_is_accepted_but_discovery_says_it_is_not_implemented(tmp_path, caps
 def test_static_scheduler_lists_jobs_by_end_time_and_state(tmp_path):
     path = contexts_file(tmp_path, 10)
     (path.parent / "jobs.jsonl").open("a").write("{not json}\n")  # one damaged line
-    client = (
-        AttributionConfig.model_validate(
-            {"clusters": {"x": {"scheduler": {"kind": "static", "path": str(path)}}}}
-        )
-        .clusters["x"]
-        .scheduler.client("x")
+    config = AttributionConfig.model_validate(
+        {"clusters": {"x": {"scheduler": {"kind": "static", "path": str(path)}}}}
     )
+    client = Cluster("x", config.clusters["x"]).scheduler
     jobs = client.finished_jobs(
         JobQuery(since=T0 + timedelta(minutes=3), until=T0 + timedelta(minutes=7))
     )
@@ -334,7 +333,7 @@ def test_per_job_assets_take_the_context_from_the_scheduler(instance, tmp_path, 
             "clusters": {"atlas": {"scheduler": {"kind": "static", "path": str(tree)}}},
         }
     )
-    scheduler = config.clusters["atlas"].scheduler.client("atlas")
+    scheduler = Cluster("atlas", config.clusters["atlas"]).scheduler
     registered = scheduler.get_job("4812").model_copy(update={"cluster": "atlas"})
     AssetValueStore(url).index_jobs([registered])
     other = next(

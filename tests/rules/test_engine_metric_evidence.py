@@ -108,9 +108,9 @@ def test_memory_low_in_a_completed_job_is_not_a_failure() -> None:
 
 
 def test_prometheus_fetches_the_denominator_of_a_ratio_metric() -> None:
-    from attribution_dagster.connectors.prometheus.client import catalog_families
+    from attribution_dagster import pipeline
 
-    fam = next(f for f in catalog_families() if f.id == "node_memory_low")
+    fam = next(f for f in pipeline.catalog().metric_families() if f.id == "node_memory_low")
     # screened by MemAvailable; MemTotal rides along with the fetch (the real-Prometheus
     # test of h140 in test_prometheus.py shows both arrive)
     assert fam.names == ("node_memory_MemAvailable_bytes",)

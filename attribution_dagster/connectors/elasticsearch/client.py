@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from attribution_dagster.connectors import http
 from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits
 from attribution_dagster.connectors.elasticsearch import query as q
 from attribution_dagster.core.context import ExecutionContext
@@ -38,7 +39,6 @@ from attribution_dagster.core.locators import SearchHit
 from attribution_dagster.core.settings import Window
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class ElasticsearchConfig(BackendConfig):
@@ -507,12 +507,14 @@ def _status(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """A timeout, refused connection, 429 or 5xx: trying again may help."""
+    """The client's error in the terms of `connectors.http.is_transient`: a refused or
+    dropped connection is transient, else the answer's status decides (429, 5xx)."""
     from elastic_transport import ConnectionError as TransportConnectionError
 
     if isinstance(exc, (TransportConnectionError, TimeoutError)):
         return True
-    return _status(exc) in TRANSIENT_STATUS
+    status = _status(exc)
+    return status is not None and http.is_transient(status)
 
 
 def error_text(exc: BaseException) -> str:

@@ -37,8 +37,12 @@ tie); `reason` is the Kueue condition's message with the Job/JobSet failure reas
 
 Pods of finished jobs are garbage-collected within minutes. The client takes an optional
 `placements` reader (`(cluster, namespace, workload) -> list[PodRef]`, e.g.
-`sinks.placements.PlacementStore.pods_for`) and merges the recorded placements in for pods
-that are gone; `running_placements()` lists what to record while workloads run.
+`connectors.kueue.placements.PlacementStore.pods_for`) and merges the recorded placements
+in for pods that are gone; `running_placements()` lists what to record while workloads run.
+
+Modules: kueue/objects.py reads the API's objects (no calls), kueue/placements.py holds the
+placement record; this one (about 620 lines, a third of them this docstring and the API
+error mapping) is the client: connection, paged calls, errors, workload -> context.
 """
 
 from __future__ import annotations
@@ -47,11 +51,9 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from attribution_dagster.connectors.base import (
     BackendConfig,
@@ -60,8 +62,27 @@ from attribution_dagster.connectors.base import (
     SchedulerError,
     utc_now,
 )
-from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
-from attribution_dagster.core.formats.kube_events import parse_time
+from attribution_dagster.connectors.http import is_transient
+from attribution_dagster.connectors.kubernetes.api import KubeConfigError, build_api_client
+from attribution_dagster.connectors.kueue.objects import (
+    classify,
+    controller_owner,
+    gpu_model,
+    metadata_of,
+    pod_gpus,
+    pod_ips,
+    pod_ref,
+    start_time,
+    topology_hosts,
+    workload_end,
+    workload_running,
+)
+from attribution_dagster.connectors.kueue.placements import (
+    PlacementReader,
+    PodPlacement,
+    store_reader,
+)
+from attribution_dagster.core.context import ExecutionContext
 
 if TYPE_CHECKING:  # the kubernetes package is imported when a client first talks to a cluster
     from kubernetes.client import ApiClient
@@ -73,10 +94,7 @@ JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LEGACY_JOB_NAME_LABEL = "job-name"
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
 
-PlacementReader = Callable[[str, str, str], list[PodRef]]
 """(cluster, namespace, workload name) -> the recorded pods of that workload."""
 
 
@@ -130,294 +148,8 @@ class KueueConfig(BackendConfig):
         placements: PlacementReader | None = None,
     ) -> KueueClient:
         if placements is None and self.placements_url:
-            placements = _store_reader(self.placements_url, self.placements_password_env)
+            placements = store_reader(self.placements_url, self.placements_password_env)
         return KueueClient(self, cluster, api_client=api_client, placements=placements)
-
-
-def _store_reader(url: str, password_env: str | None) -> PlacementReader:
-    import os
-
-    from attribution_dagster.connectors.kueue.placements import PlacementStore
-
-    password = os.environ.get(password_env) if password_env else None
-    if password:
-        from sqlalchemy.engine import make_url
-
-        url = make_url(url).set(password=password).render_as_string(hide_password=False)
-    store: PlacementStore | None = None
-
-    def read(cluster: str, namespace: str, workload: str) -> list[PodRef]:
-        nonlocal store
-        if store is None:
-            store = PlacementStore(url)
-        return store.pods_for(cluster, namespace, workload)
-
-    return read
-
-
-class PodPlacement(BaseModel):
-    """Where one pod of a running workload is placed (one row of the placement record)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    cluster: str
-    namespace: str
-    workload: str
-    pod: str
-    node: str
-    host_ip: str | None = None
-    pod_ip: str | None = None
-    started: AwareDatetime | None = None
-    restarts: int = 0
-    owner: str | None = Field(default=None, description="'JobSet/<name>' or 'Job/<name>'")
-
-
-# -- small helpers over API objects (plain dicts, as the API serves them) ----------------------
-
-
-def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {
-        str(c.get("type")): c
-        for c in ((obj.get("status") or {}).get("conditions") or [])
-        if isinstance(c, dict)
-    }
-
-
-def _true(cond: dict[str, Any] | None) -> bool:
-    return bool(cond) and str(cond.get("status")) == "True"  # type: ignore[union-attr]
-
-
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def _controller_owner(obj: dict[str, Any]) -> tuple[str, str] | None:
-    refs = _meta(obj).get("ownerReferences") or []
-    chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
-    if not chosen:
-        return None
-    return str(chosen.get("kind", "")), str(chosen.get("name", ""))
-
-
-def workload_end(wl: dict[str, Any]) -> tuple[datetime, str] | None:
-    """When and how the workload's run ended: ('finished' | 'evicted'), or None if running."""
-    conds = _conditions(wl)
-    fin = conds.get("Finished")
-    if _true(fin):
-        t = parse_time(fin.get("lastTransitionTime"))  # type: ignore[union-attr]
-        if t is not None:
-            return t, "finished"
-    ev = conds.get("Evicted")
-    if _true(ev) and not _true(conds.get("QuotaReserved")):
-        t = parse_time(ev.get("lastTransitionTime"))  # type: ignore[union-attr]
-        if t is not None:
-            return t, "evicted"
-    return None
-
-
-def workload_running(wl: dict[str, Any]) -> bool:
-    """Admitted (or holding quota) and not finished: its pods should be recorded."""
-    conds = _conditions(wl)
-    if _true(conds.get("Finished")):
-        return False
-    return _true(conds.get("Admitted")) or _true(conds.get("QuotaReserved"))
-
-
-@dataclass(frozen=True)
-class Termination:
-    """One container's non-zero (or OOM) termination, current or last state."""
-
-    pod: str
-    container: str
-    exit_code: int | None
-    reason: str
-    signal: int | None
-    finished: datetime | None
-    disruption: str | None  # the pod's DisruptionTarget reason, if any
-    pod_reason: str | None  # pod status.reason (`Evicted`, `NodeLost`, ...)
-
-    @property
-    def oom(self) -> bool:
-        return self.reason == "OOMKilled"
-
-    @property
-    def teardown(self) -> bool:
-        """Killed by a signal on purpose (JobSet / Job tearing the rest down), not a cause."""
-        return not self.oom and (self.exit_code in (137, 143) or self.disruption is not None)
-
-
-def _pod_terminations(pod: dict[str, Any]) -> list[Termination]:
-    status = pod.get("status") or {}
-    name = str(_meta(pod).get("name", ""))
-    disruption = None
-    for c in status.get("conditions") or []:
-        if c.get("type") == "DisruptionTarget" and str(c.get("status")) == "True":
-            disruption = str(c.get("reason") or "DisruptionTarget")
-    out = []
-    for cs in [
-        *(status.get("initContainerStatuses") or []),
-        *(status.get("containerStatuses") or []),
-    ]:
-        state = cs.get("state") or {}
-        last = (cs.get("lastState") or {}).get("terminated")
-        terms = [state["terminated"]] if state.get("terminated") else []
-        # The previous crash counts when the container was crash-looping as the job ended
-        # (waiting) or was then killed by the teardown; a crash that was restarted and
-        # went on running or finished cleanly did not end the job.
-        if last and (
-            "waiting" in state
-            or (
-                terms
-                and terms[0].get("exitCode") in (137, 143)
-                and terms[0].get("reason") != "OOMKilled"
-            )
-        ):
-            terms.append(last)
-        for term in terms:
-            code = term.get("exitCode")
-            reason = str(term.get("reason") or "")
-            if code in (0, None) and reason != "OOMKilled":
-                continue
-            out.append(
-                Termination(
-                    pod=name,
-                    container=str(cs.get("name", "")),
-                    exit_code=int(code) if code is not None else None,
-                    reason=reason,
-                    signal=term.get("signal"),
-                    finished=parse_time(term.get("finishedAt")),
-                    disruption=disruption,
-                    pod_reason=status.get("reason"),
-                )
-            )
-    if not out and status.get("phase") == "Failed":
-        # Pod failed without a terminated container (evicted, node lost): still a failure.
-        out.append(
-            Termination(
-                pod=name,
-                container="",
-                exit_code=None,
-                reason=str(status.get("reason") or "Failed"),
-                signal=None,
-                finished=_pod_finished(pod),
-                disruption=disruption,
-                pod_reason=status.get("reason"),
-            )
-        )
-    return out
-
-
-def _pod_finished(pod: dict[str, Any]) -> datetime | None:
-    times = [
-        parse_time(c.get("lastTransitionTime"))
-        for c in (pod.get("status") or {}).get("conditions") or []
-        if c.get("type") in ("DisruptionTarget", "Ready")
-    ]
-    times = [t for t in times if t is not None]
-    return max(times) if times else None
-
-
-def first_failure(pods: Iterable[dict[str, Any]]) -> Termination | None:
-    """The failure that came first; at equal times a teardown kill loses to a real exit."""
-    far = datetime.max.replace(tzinfo=timezone.utc)
-    terms = [t for p in pods for t in _pod_terminations(p)]
-    if not terms:
-        return None
-    return min(terms, key=lambda t: (t.finished or far, t.teardown, t.pod, t.container))
-
-
-def pod_ref(pod: dict[str, Any]) -> PodRef:
-    meta, spec, status = _meta(pod), pod.get("spec") or {}, pod.get("status") or {}
-    statuses = status.get("containerStatuses") or []
-    started = parse_time(status.get("startTime"))
-    return PodRef(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        node=spec.get("nodeName") or None,
-        host_ip=status.get("hostIP") or None,
-        pod_ip=status.get("podIP") or None,
-        containers=[str(c.get("name")) for c in spec.get("containers") or [] if c.get("name")],
-        restarts=sum(int(c.get("restartCount") or 0) for c in statuses),
-        started=started,
-    )
-
-
-def _pod_ips(pod: dict[str, Any]) -> list[str]:
-    status = pod.get("status") or {}
-    ips = [status.get("podIP")] + [p.get("ip") for p in status.get("podIPs") or []]
-    return [ip for ip in ips if ip]
-
-
-def _pod_gpus(pod: dict[str, Any]) -> int:
-    total = 0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        res = c.get("resources") or {}
-        value = (res.get("limits") or {}).get(GPU_RESOURCE) or (res.get("requests") or {}).get(
-            GPU_RESOURCE
-        )
-        try:
-            total += int(value or 0)
-        except (TypeError, ValueError):
-            pass
-    return total
-
-
-def _failed_job_reasons(jobs: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(reason, message) of every Job whose `Failed` condition is True."""
-    out = []
-    for job in jobs:
-        cond = _conditions(job).get("Failed")
-        if _true(cond):
-            out.append((str(cond.get("reason") or ""), str(cond.get("message") or "")))  # type: ignore[union-attr]
-    return out
-
-
-def classify(
-    wl: dict[str, Any],
-    how: str,
-    owner: dict[str, Any] | None,
-    jobs: list[dict[str, Any]],
-    pods: list[dict[str, Any]],
-) -> tuple[JobState, int | None, str | None, str | None]:
-    """(state, exit_code, reason, failing_step) of an ended workload; see the module table."""
-    conds = _conditions(wl)
-    first = first_failure(pods)
-    exit_code = first.exit_code if first else None
-    step = first.pod if first else None
-    if how == "evicted":
-        ev = conds.get("Evicted") or {}
-        reason = str(ev.get("message") or ev.get("reason") or "evicted")
-        pre = conds.get("Preempted")
-        if _true(pre) and pre.get("message") and pre.get("message") not in reason:  # type: ignore[union-attr]
-            reason = f"{reason}; {pre['message']}"  # type: ignore[index]
-        if ev.get("reason") in ("InactiveWorkload", "Deactivated"):
-            return JobState.CANCELLED, exit_code, reason, step
-        return JobState.PREEMPTED, exit_code, reason, step
-    fin = conds.get("Finished") or {}
-    message = str(fin.get("message") or fin.get("reason") or "")
-    if fin.get("reason") == "Succeeded":
-        return JobState.COMPLETED, 0, message or None, None
-    failed_jobs = _failed_job_reasons(jobs)
-    owner_failed = _conditions(owner).get("Failed") if owner else None
-    detail = [r for r, _ in failed_jobs if r]
-    if _true(owner_failed) and owner_failed.get("reason"):  # type: ignore[union-attr]
-        detail.insert(0, str(owner_failed["reason"]))  # type: ignore[index]
-    detail = list(dict.fromkeys(detail))
-    restarts = int(((owner or {}).get("status") or {}).get("restarts") or 0)
-    if restarts:
-        detail.append(f"{restarts} JobSet restart{'s' if restarts != 1 else ''}")
-    reason = f"{message} ({', '.join(detail)})" if detail and message else message or None
-    if "DeadlineExceeded" in detail or "DeadlineExceeded" in message:
-        return JobState.TIMEOUT, exit_code, reason, step
-    if first is not None and first.oom:
-        return JobState.OUT_OF_MEMORY, exit_code if exit_code is not None else 137, reason, step
-    if first is not None and (
-        first.disruption == "DeletionByTaintManager" or first.pod_reason == "NodeLost"
-    ):
-        return JobState.NODE_FAIL, exit_code, reason, step
-    if first is not None and first.disruption == "PreemptionByScheduler":
-        return JobState.PREEMPTED, exit_code, reason, step
-    return JobState.FAILED, exit_code, reason, step
 
 
 class _Unplaced(Exception):
@@ -453,36 +185,14 @@ class KueueClient:
         return self._api_client
 
     def _build_api_client(self) -> ApiClient:
-        from kubernetes import config as kconfig
-        from kubernetes.client import ApiClient, Configuration
-
-        cfg = Configuration()
         c = self.config
         try:
-            if c.in_cluster:
-                kconfig.load_incluster_config(client_configuration=cfg)
-            elif c.kubeconfig or not c.api_url:
-                kconfig.load_kube_config(
-                    config_file=c.kubeconfig,
-                    context=c.context,
-                    client_configuration=cfg,
-                    persist_config=False,
-                )
-        except (kconfig.ConfigException, OSError, ValueError, TypeError) as exc:
-            where = (
-                "the in-cluster service account"
-                if c.in_cluster
-                else (
-                    f"kubeconfig {c.kubeconfig or '(default)'}"
-                    + (f" context {c.context!r}" if c.context else "")
-                )
-            )
-            text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise SchedulerError(f"cluster {self.cluster}: cannot load {where}: {text}") from None
-        if c.api_url:
-            cfg.host = c.api_url.rstrip("/")
-        cfg.retries = 0  # fail fast; a transient error is retried by the caller
-        return ApiClient(configuration=cfg)
+            return build_api_client(
+                api_url=c.api_url, in_cluster=c.in_cluster, kubeconfig=c.kubeconfig,
+                context=c.context,
+            )  # fmt: skip
+        except KubeConfigError as exc:
+            raise SchedulerError(f"cluster {self.cluster}: {exc}") from None
 
     @property
     def host(self) -> str:
@@ -573,7 +283,7 @@ class KueueClient:
             return JobNotFound(f"{prefix} Not Found for {what} {resource}: {message}")
         if status == 410:  # an expired `continue` token: listing again from the start works
             return SchedulerError(f"{prefix} Gone to {what} {resource}: {message}", transient=True)
-        if status == 429 or status >= 500:
+        if is_transient(status):
             return SchedulerError(f"{prefix} to {what} {resource}: {message}", transient=True)
         if status == 0:
             return SchedulerError(f"Kubernetes API at {self.host}: {message}")
@@ -673,8 +383,8 @@ class KueueClient:
         self, wl: dict[str, Any]
     ) -> tuple[str | None, dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
         """(owner 'Kind/name', owner object, Jobs, pods) of a workload; gone objects are empty."""
-        ns = str(_meta(wl).get("namespace", ""))
-        owner = _controller_owner(wl)
+        ns = str(metadata_of(wl).get("namespace", ""))
+        owner = controller_owner(wl)
         if owner is None:
             return None, None, [], []
         kind, name = owner
@@ -714,7 +424,7 @@ class KueueClient:
             return f"Job/{name}", obj, [obj] if obj else [], pods
         if kind == "Pod":  # Kueue's plain-pod integration: one pod or a pod group
             pods = []
-            for ref in _meta(wl).get("ownerReferences") or []:
+            for ref in metadata_of(wl).get("ownerReferences") or []:
                 if ref.get("kind") == "Pod":
                     try:
                         pods.append(
@@ -735,7 +445,7 @@ class KueueClient:
 
     def context(self, wl: dict[str, Any]) -> ExecutionContext:
         """The execution context of one ended workload. Raises _Unplaced without nodes."""
-        meta = _meta(wl)
+        meta = metadata_of(wl)
         ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         ended = workload_end(wl)
         if ended is None:
@@ -762,22 +472,22 @@ class KueueClient:
         for p in pods:
             node = (p.get("spec") or {}).get("nodeName")
             if node:
-                for ip in _pod_ips(p):
+                for ip in pod_ips(p):
                     if ip not in addresses[node]:
                         addresses[node].append(ip)
-        nodes = list(addresses) or _topology_hosts(wl)
+        nodes = list(addresses) or topology_hosts(wl)
         if not nodes:
             raise _Unplaced(
                 f"workload {ns}/{name}: its pods are gone and no placement was recorded "
                 "(run the pod placement sensor to keep them)"
             )
         state, exit_code, reason, step = classify(wl, how, owner, jobs, pods)
-        start = _start_time(wl, jobs, pod_list) or end
+        start = start_time(wl, jobs, pod_list) or end
         gpus: dict[str, int] = {}
         for p in pods:
             node = (p.get("spec") or {}).get("nodeName")
             if node:
-                gpus[node] = gpus.get(node, 0) + _pod_gpus(p)
+                gpus[node] = gpus.get(node, 0) + pod_gpus(p)
         admission = (wl.get("status") or {}).get("admission") or {}
         return ExecutionContext(
             job_id=f"{ns}/{name}",
@@ -790,7 +500,7 @@ class KueueClient:
             nodes=nodes,
             node_addresses={n: a for n, a in addresses.items() if a},
             gpus_per_node=max(gpus.values()) if gpus and max(gpus.values()) else None,
-            gpu_model=_gpu_model(pods),
+            gpu_model=gpu_model(pods),
             job_name=owner_name.split("/", 1)[1] if owner_name else name,
             partition=admission.get("clusterQueue") or (wl.get("spec") or {}).get("queueName"),
             reason=reason,
@@ -812,7 +522,8 @@ class KueueClient:
                 }
                 if not queues & set(query.partitions):
                     continue
-            ended.append((e[0], _meta(wl).get("namespace", ""), _meta(wl).get("name", ""), wl))
+            m = metadata_of(wl)
+            ended.append((e[0], m.get("namespace", ""), m.get("name", ""), wl))
         ended.sort(key=lambda t: t[:3])
         out: list[ExecutionContext] = []
         self.unplaced = []
@@ -865,10 +576,10 @@ class KueueClient:
         for wl in self.workloads():
             if not workload_running(wl):
                 continue
-            owner = _controller_owner(wl)
+            owner = controller_owner(wl)
             if owner is None:
                 continue
-            meta = _meta(wl)
+            meta = metadata_of(wl)
             by_ns.setdefault(str(meta.get("namespace", "")), []).append(
                 (owner[0], owner[1], str(meta.get("name", "")))
             )
@@ -880,12 +591,12 @@ class KueueClient:
             candidates: list[tuple[dict[str, Any], str, str]] = []
             if jobsets:
                 for p in self._pods(ns, JOBSET_NAME_LABEL):
-                    js = (_meta(p).get("labels") or {}).get(JOBSET_NAME_LABEL)
+                    js = (metadata_of(p).get("labels") or {}).get(JOBSET_NAME_LABEL)
                     if js in jobsets:
                         candidates.append((p, jobsets[js], f"JobSet/{js}"))
             if jobs:
                 for p in self._pods(ns, JOB_NAME_LABEL):
-                    labels = _meta(p).get("labels") or {}
+                    labels = metadata_of(p).get("labels") or {}
                     jn = labels.get(JOB_NAME_LABEL) or labels.get(LEGACY_JOB_NAME_LABEL)
                     if jn in jobs:
                         candidates.append((p, jobs[jn], f"Job/{jn}"))
@@ -909,47 +620,3 @@ class KueueClient:
                     )
                 )
         return out
-
-
-def _start_time(
-    wl: dict[str, Any], jobs: list[dict[str, Any]], pods: list[PodRef]
-) -> datetime | None:
-    conds = _conditions(wl)
-    for kind in ("Admitted", "QuotaReserved"):
-        if _true(conds.get(kind)):
-            t = parse_time(conds[kind].get("lastTransitionTime"))
-            if t is not None:
-                return t
-    starts = [parse_time((j.get("status") or {}).get("startTime")) for j in jobs]
-    starts = [t for t in starts if t is not None]
-    if starts:
-        return min(starts)
-    pod_starts = [p.started for p in pods if p.started is not None]
-    if pod_starts:
-        return min(pod_starts)
-    return parse_time(_meta(wl).get("creationTimestamp"))
-
-
-def _topology_hosts(wl: dict[str, Any]) -> list[str]:
-    """Host names from Kueue topology-aware scheduling (`topologyAssignment`), if used."""
-    hosts: list[str] = []
-    admission = (wl.get("status") or {}).get("admission") or {}
-    for psa in admission.get("podSetAssignments") or []:
-        ta = psa.get("topologyAssignment") or {}
-        levels = ta.get("levels") or []
-        if not levels or levels[-1] != "kubernetes.io/hostname":
-            continue
-        for d in ta.get("domains") or []:
-            values = d.get("values") or []
-            if values and values[-1] not in hosts:
-                hosts.append(str(values[-1]))
-    return hosts
-
-
-def _gpu_model(pods: list[dict[str, Any]]) -> str | None:
-    for p in pods:
-        selector = (p.get("spec") or {}).get("nodeSelector") or {}
-        for key in GPU_PRODUCT_LABELS:
-            if selector.get(key):
-                return str(selector[key])
-    return None

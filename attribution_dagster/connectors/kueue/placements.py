@@ -14,10 +14,12 @@ jobs of 8 pods (docs/kubernetes.md has the measurement).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from sqlalchemy import (
     Column,
     DateTime,
@@ -156,3 +158,45 @@ class PlacementStore:
             q = q.where(t.c.cluster == cluster)
         with self.engine.connect() as conn:
             return int(conn.execute(q).scalar_one())
+
+
+PlacementReader = Callable[[str, str, str], list[PodRef]]
+"""`(cluster, namespace, workload) -> [PodRef]`: the recorded pods of a gone workload."""
+
+
+class PodPlacement(BaseModel):
+    """Where one pod of a running workload is placed (one row of the placement record)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cluster: str
+    namespace: str
+    workload: str
+    pod: str
+    node: str
+    host_ip: str | None = None
+    pod_ip: str | None = None
+    started: AwareDatetime | None = None
+    restarts: int = 0
+    owner: str | None = Field(default=None, description="'JobSet/<name>' or 'Job/<name>'")
+
+
+def store_reader(
+    url: str, password_env: str | None
+) -> PlacementReader:
+    """`(cluster, namespace, workload) -> [PodRef]` over the store at `url` (the password
+    from `password_env`), opened on first read."""
+    password = os.environ.get(password_env) if password_env else None
+    if password:
+        from sqlalchemy.engine import make_url
+
+        url = make_url(url).set(password=password).render_as_string(hide_password=False)
+    store: PlacementStore | None = None
+
+    def read(cluster: str, namespace: str, workload: str) -> list[PodRef]:
+        nonlocal store
+        if store is None:
+            store = PlacementStore(url)
+        return store.pods_for(cluster, namespace, workload)
+
+    return read

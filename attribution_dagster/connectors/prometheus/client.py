@@ -1,10 +1,12 @@
 """Prometheus (PromQL HTTP API) as a metric source: the samples the metric parsers need,
 for one job's nodes and window, with few queries and few bytes.
 
-What is queried. The metric families are the parser catalog's `metrics:` specs (one family
-per spec: `DCGM_FI_DEV_XID_ERRORS`, the ECC / remapped-row counters, the NVLink counters,
+What is queried. The metric families are what the rules want (`MetricFamily`, passed by
+pipeline.py from the parser catalog's `metrics:` specs, one family per spec:
+`DCGM_FI_DEV_XID_ERRORS`, the ECC / remapped-row counters, the NVLink counters,
 the IB link_downed counter and port states ...), plus `extra_metrics` from the
-configuration. A metric no parser consumes could never become an observation, so it is not
+configuration (connectors import only core: the catalog is not read here). A metric no
+parser consumes could never become an observation, so it is not
 fetched unless asked for.
 
 How (per job; `W` = window length + 1 s, every query evaluated at the window's end):
@@ -35,39 +37,48 @@ Kubernetes dcgm-exporter `Hostname` that is the exporter pod) is not attributed 
 Why httpx and not prometheus-api-client: we need the status code of every answer
 (401/403 vs 5xx vs 429), the bytes received, POST bodies for long selectors, a per-request
 timeout and an injectable transport for tests; prometheus-api-client wraps `requests` and
-raises one generic exception for all of those.
+raises one generic exception for all of those. Every request goes through
+connectors/http.py: 429, 5xx and timeouts are retried with exponential backoff, honouring
+`Retry-After`, within `retry_deadline_seconds`. The PromQL text is in prometheus/promql.py.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import os
-import re
-import ssl
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
 import httpx
 from pydantic import Field, field_validator
 
-from attribution_dagster.connectors.base import BackendConfig, SourceError
-from attribution_dagster.core.context import ExecutionContext, short_host
-from attribution_dagster.core.evidence import MetricSample, SourceCoverage
+from attribution_dagster.connectors import http
+from attribution_dagster.connectors.base import SourceError
+from attribution_dagster.connectors.prometheus.promql import (
+    Selectors,
+    duration,
+    exact_regex,
+    fetch_selector,
+    format_ts,
+    promql_string,
+    series_selector,
+    step_seconds,
+)
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import MetricFamily, MetricSample, SourceCoverage
 from attribution_dagster.core.formats.promtext import NODE_LABELS
-from attribution_dagster.core.hosts import NodeIndex
+from attribution_dagster.core.hosts import NodeIndex, node_regex
 from attribution_dagster.core.locators import QueryAt
 from attribution_dagster.core.settings import Window
 
-MIN_STEP_SECONDS = 15.0
-MAX_POINTS_PER_SERIES = 500
 RAW_MAX_WINDOW_SECONDS = 12 * 3600.0
-_REGEX_META = set("\\.+*?()|[]{}^$")
 
 
-class PrometheusConfig(BackendConfig):
+class PrometheusConfig(http.HttpBackendConfig):
     """`{kind: prometheus, url: ...}` under `clusters.<name>.metrics` in attribution.yaml."""
 
     kind: Literal["prometheus"] = "prometheus"
@@ -126,153 +137,14 @@ class PrometheusConfig(BackendConfig):
         return PrometheusClient(self)
 
 
-# -- PromQL text --------------------------------------------------------------------------
-
-
-def promql_string(value: str) -> str:
-    """A PromQL double-quoted string literal of `value`."""
-    out = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{out}"'
-
-
-def regex_escape(value: str) -> str:
-    """Escape RE2 metacharacters (Prometheus matchers are RE2, fully anchored)."""
-    return "".join("\\" + c if c in _REGEX_META else c for c in value)
-
-
-def node_regex(names: Iterable[str]) -> str:
-    """One anchored regex matching every spelling of the given hosts: exact, short, any
-    case, with an optional domain and an optional `:port` (Prometheus `instance`)."""
-    alts: list[str] = []
-    for name in names:
-        for spelling in (name.strip(), short_host(name)):
-            if spelling and spelling not in alts:
-                alts.append(spelling)
-    body = "|".join(regex_escape(a) for a in sorted(alts))
-    return f"(?i)(?:{body})(?:\\.[^:]*)?(?::[0-9]+)?"
-
-
-def exact_regex(values: Iterable[str]) -> str:
-    return "|".join(regex_escape(v) for v in sorted(set(values)))
-
-
-def step_seconds(window_seconds: float, override: float | None = None) -> float:
-    """Step of a long-window subquery: `override`, else max(15 s, window / 500), whole seconds."""
-    if override:
-        return float(override)
-    return float(max(MIN_STEP_SECONDS, math.ceil(window_seconds / MAX_POINTS_PER_SERIES)))
-
-
-def duration(seconds: float) -> str:
-    """A PromQL duration in whole milliseconds (`3601000ms`)."""
-    return f"{max(1, round(seconds * 1000))}ms"
-
-
-def format_ts(t: float) -> str:
-    return f"{t:.3f}".rstrip("0").rstrip(".")
-
-
-def series_selector(name: str, labels: dict[str, str]) -> str:
-    """`name{k="v",...}` selecting exactly one series (labels sorted)."""
-    inner = ",".join(f"{k}={promql_string(v)}" for k, v in sorted(labels.items()))
-    return f"{name}{{{inner}}}"
-
-
-@dataclass(frozen=True)
-class Family:
-    """Metric names read together, and what makes a series worth fetching."""
-
-    id: str
-    names: tuple[str, ...]
-    mode: str  # increase | last_value | positive | state | any | below
-    normal: float | None = None
-    steady_after: int | None = None
-    # fetched with the screened series, never screened: the denominator of mode `below`
-    # (PromQL's `or` matches label sets without the metric name, so a screen over both
-    # names would drop one of two series that share their labels)
-    companions: tuple[str, ...] = ()
-
-
-def catalog_families(extra: Sequence[str] = ()) -> list[Family]:
-    """One family per metric spec of the parser catalog, plus `extra` names."""
-    from attribution_dagster.rules.catalog import parsers
-
-    out = [
-        Family(
-            id=m.id,
-            names=tuple(m.names),
-            companions=(m.ratio_of,) if m.ratio_of else (),
-            mode=m.mode,
-            normal=m.normal,
-            steady_after=m.steady_abnormal_after,
-        )
-        for m in parsers().metric_specs
-    ]
+def with_extra(families: Sequence[MetricFamily], extra: Sequence[str] = ()) -> list[MetricFamily]:
+    """The families, plus one `extra_metrics` family of the names none of them holds."""
+    out = list(families)
     known = {n for f in out for n in f.names}
     rest = tuple(n for n in dict.fromkeys(extra) if n not in known)
     if rest:
-        out.append(Family(id="extra_metrics", names=rest, mode="any"))
+        out.append(MetricFamily(id="extra_metrics", names=rest, mode="any"))
     return out
-
-
-class Selectors:
-    """Selectors for one job: the node regex under each node label, plus the extra matchers."""
-
-    def __init__(self, regex: str, keys: Sequence[str], extra: str, window_seconds: float):
-        self.regex = regex
-        self.keys = tuple(keys)
-        self.extra = extra
-        self.range = duration(window_seconds)
-
-    def sel(self, name: str, key: str) -> str:
-        matchers = [f"{key}=~{promql_string(self.regex)}"]
-        if self.extra:
-            matchers.append(self.extra)
-        return f"{name}{{{','.join(matchers)}}}"
-
-    def _cond(self, fam: Family, name: str, key: str) -> str:
-        r = f"{self.sel(name, key)}[{self.range}]"
-        changed = f"changes({r}) > 0"
-        if fam.mode == "increase":
-            return changed
-        if fam.mode == "state" and fam.normal is not None:
-            off = f"max_over_time({r}) != {fam.normal:g}"
-            if fam.steady_after:
-                # constant and abnormal in >= steady_after samples: the parser ignores it
-                off = f"({off} and count_over_time({r}) < {fam.steady_after})"
-            return f"{changed} or {off}"
-        return f"{changed} or max_over_time({r}) != 0"
-
-    def screen(self, fam: Family) -> str:
-        parts = []
-        for name in fam.names:
-            cond = " or ".join(f"({self._cond(fam, name, k)})" for k in self.keys)
-            parts.append(f'label_replace({cond}, "__name__", {promql_string(name)}, "", "")')
-        return " or ".join(parts)
-
-    def presence(self, names: Sequence[str]) -> str:
-        inner = " or ".join(
-            f"last_over_time({self.sel(n, k)}[{self.range}])" for n in names for k in self.keys
-        )
-        return f"count by ({', '.join(self.keys)}) ({inner})"
-
-
-def fetch_selector(names: Iterable[str], key: str, hosts: Iterable[str], extra: str,
-                   hits: Sequence[dict[str, str]], max_values: int = 64) -> str:
-    """A selector for the raw samples of screened series: their names, their node label's
-    exact values, and each other label all hits share with at most `max_values` values.
-    It may select more (quiet) series than the hits, never fewer."""
-    matchers = [f"__name__=~{promql_string(exact_regex(names))}",
-                f"{key}=~{promql_string(exact_regex(hosts))}"]
-    if extra:
-        matchers.append(extra)
-    common = set.intersection(*(set(h) for h in hits)) if hits else set()
-    pinned = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", extra))
-    for label in sorted(common - {"__name__", key} - pinned):
-        values = {h[label] for h in hits}
-        if len(values) <= max_values:
-            matchers.append(f"{label}=~{promql_string(exact_regex(values))}")
-    return "{" + ",".join(matchers) + "}"
 
 
 class _Unreachable(SourceError):
@@ -288,19 +160,13 @@ class _TimedOut(SourceError):
 
 @dataclass
 class _Stats:
-    queries: int = 0
+    queries: int = 0  # requests sent, retries included
+    calls: int = 0  # API calls (a call and its retries count once)
     bytes: int = 0
     samples: int = 0
     errors: list[str] = field(default_factory=list)
     transient: list[bool] = field(default_factory=list)
     failed_queries: int = 0
-
-
-def _verify(value: bool | str) -> bool | ssl.SSLContext:
-    """httpx wants an SSLContext for a CA bundle (a path string is deprecated)."""
-    if isinstance(value, str):
-        return ssl.create_default_context(cafile=value)
-    return value
 
 
 class PrometheusClient:
@@ -311,48 +177,42 @@ class PrometheusClient:
         config: PrometheusConfig,
         *,
         transport: httpx.BaseTransport | None = None,
-        families: Sequence[Family] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
         self.name = config.source_name
-        self._families = list(families) if families is not None else None
+        self._sleep = sleep
         self._setup_error: str | None = None  # reported per job as a failed coverage
-        auth: httpx.Auth | None = None
-        headers = dict(config.headers)
-        if config.bearer_token_env:
-            token = os.environ.get(config.bearer_token_env, "").strip()
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            else:
-                self._setup_error = (
-                    f"${config.bearer_token_env} (bearer_token_env) is not set: "
-                    "export the Prometheus token there"
-                )
-        if config.basic_user is not None:
-            password = os.environ.get(config.basic_password_env or "", "")
-            auth = httpx.BasicAuth(config.basic_user, password)
+        verify = config.verify_tls if isinstance(config.verify_tls, bool) else True
+        ca_file = config.verify_tls if isinstance(config.verify_tls, str) else None
+        self._http: httpx.Client | None
         try:
-            verify = _verify(config.verify_tls)
-        except OSError as exc:
-            self._setup_error = f"CA bundle {config.verify_tls!r} (verify_tls) is unreadable: {exc}"
-            verify = True
-        self._http = httpx.Client(
-            base_url=config.url,
-            headers=headers,
-            auth=auth,
-            timeout=config.timeout_seconds,
-            verify=verify,
-            transport=transport,
-        )
+            self._http = http.build_client(
+                base_url=config.url,
+                timeout=config.timeout_seconds,
+                verify=verify,
+                ca_file=ca_file,
+                headers=config.headers,
+                bearer_token_env=config.bearer_token_env,
+                basic_user=config.basic_user,
+                basic_password_env=config.basic_password_env,
+                transport=transport,
+            )
+        except http.HttpSetupError as exc:  # reported per job as a failed coverage
+            self._setup_error = f"{exc} ({self._setup_hint()})"
+            self._http = None
 
-    @property
-    def families(self) -> list[Family]:
-        if self._families is None:
-            self._families = catalog_families(self.config.extra_metrics)
-        return self._families
+    def _setup_hint(self) -> str:
+        c = self.config
+        if c.bearer_token_env:
+            return "bearer_token_env: export the Prometheus token there"
+        if c.basic_password_env:
+            return "basic_password_env: export the password there"
+        return f"verify_tls: the CA bundle {c.verify_tls!r}"
 
     def close(self) -> None:
-        self._http.close()
+        if self._http is not None:
+            self._http.close()
 
     # one request -------------------------------------------------------------------------
     def _auth_hint(self) -> str:
@@ -368,23 +228,37 @@ class PrometheusClient:
         """One API call (POST, form-encoded, unless the endpoint is GET-only); returns `data`.
         Raises SourceError with one actionable line."""
         where = f"Prometheus at {self.config.url}"
-        stats.queries += 1
-        try:
+        stats.calls += 1
+
+        client = self._http
+        assert client is not None  # fetch_metrics stops before any call on a setup error
+
+        def one() -> httpx.Response:
+            stats.queries += 1
             if method == "GET":
-                resp = self._http.get(path, params=params)
+                resp = client.get(path, params=params)
             else:
-                resp = self._http.post(path, data=params)
-        except httpx.TimeoutException:
+                resp = client.post(path, data=params)
+            stats.bytes += len(resp.content)
+            return resp
+
+        try:
+            resp, attempts = http.send(one, self.config.retry, sleep=self._sleep)
+        except httpx.TimeoutException as exc:
             raise _TimedOut(
-                f"{where} did not answer {path} within {self.config.timeout_seconds:g}s "
-                "(raise timeout_seconds or narrow the window)",
+                f"{where} did not answer {path} within {self.config.timeout_seconds:g}s"
+                f"{_tries(http.attempts_of(exc))} (raise timeout_seconds or narrow the window)",
                 transient=True,
             ) from None
         except httpx.ConnectError as exc:
-            raise _Unreachable(f"cannot connect to {where}: {exc}", transient=True) from None
+            raise _Unreachable(
+                f"cannot connect to {where}: {http.one_line(exc)}{_tries(http.attempts_of(exc))}",
+                transient=True,
+            ) from None
         except httpx.HTTPError as exc:
-            raise SourceError(f"{where}: {type(exc).__name__}: {exc}", transient=True) from None
-        stats.bytes += len(resp.content)
+            raise SourceError(
+                f"{where}: {http.one_line(exc)}", transient=http.is_transient(exc)
+            ) from None
         code = resp.status_code
         try:
             payload = resp.json()
@@ -395,8 +269,11 @@ class PrometheusClient:
             detail = f": {payload.get('errorType', 'error')}: {payload['error']}"
         if code in (401, 403):
             raise _Unreachable(f"{where} answered {code}: {self._auth_hint()}")
-        if code == 429 or code >= 500:
-            raise SourceError(f"{where} answered {code} on {path}{detail[:300]}", transient=True)
+        if http.is_transient(code):
+            raise SourceError(
+                f"{where} answered {code} on {path}{detail[:300]}{_tries(attempts)}",
+                transient=True,
+            )
         if not isinstance(payload, dict) or "status" not in payload:
             snippet = resp.text[:80].replace("\n", " ")
             raise SourceError(
@@ -419,14 +296,15 @@ class PrometheusClient:
 
     # the job -----------------------------------------------------------------------------
     def fetch_metrics(
-        self, ctx: ExecutionContext, window: Window
+        self, ctx: ExecutionContext, families: Sequence[MetricFamily], window: Window
     ) -> tuple[list[MetricSample], SourceCoverage]:
         cfg = self.config
+        wanted = with_extra(families, cfg.extra_metrics)
         stats = _Stats()
         index = NodeIndex.of(ctx)
         start, end = window.start.timestamp(), window.end.timestamp()
         length = end - start + 1.0  # Prometheus 3 ranges are left-open: keep a sample at start
-        families = [f for f in self.families if f.names]
+        families = [f for f in wanted if f.names]
         all_names = [n for f in families for n in f.names]
         hosts = list(ctx.nodes) + [
             str(a) for names in (ctx.node_addresses or {}).values() for a in names
@@ -438,20 +316,7 @@ class PrometheusClient:
             stats.failed_queries += bool(self._setup_error)
             return self._coverage(ctx, window, samples, read, stats)
 
-        def ask(what: str, path: str, params: dict[str, Any], first: bool = False,
-                method: str = "POST") -> Any:
-            try:
-                return self.request(path, params, stats, method=method)
-            except SourceError as exc:
-                stats.errors.append(f"{what}: {exc}"[:500])
-                stats.transient.append(exc.transient)
-                stats.failed_queries += 1
-                # refused, rejected, or the cheap index-only first call timed out: the
-                # remaining queries would only add their timeouts
-                if isinstance(exc, _Unreachable) or (first and isinstance(exc, _TimedOut)):
-                    raise _Unreachable(str(exc), transient=exc.transient) from None
-                return None
-
+        ask = functools.partial(self._ask, stats)
         extra = f",{cfg.extra_selector}" if cfg.extra_selector else ""
         at = {"time": format_ts(end)}
         try:
@@ -475,14 +340,16 @@ class PrometheusClient:
                            method="GET")
                 if isinstance(data, list):
                     have = set(data)
-                    families = [replace(f, names=tuple(n for n in f.names if n in have))
-                                for f in families]
+                    families = [
+                        f.model_copy(update={"names": tuple(n for n in f.names if n in have)})
+                        for f in families
+                    ]
                     families = [f for f in families if f.names]
                     all_names = [n for f in families for n in f.names]
             if not present or not all_names:
                 stats.errors.append(
                     "Prometheus holds no series of "
-                    f"{', '.join(all_names[:3] or [n for f in self.families for n in f.names][:3])}"
+                    f"{', '.join(all_names[:3] or [n for f in wanted for n in f.names][:3])}"
                     "... in the window (check url and extra_selector)"
                 )
             if not keys or not all_names:
@@ -505,6 +372,22 @@ class PrometheusClient:
             pass  # one line in errors already; the remaining queries would fail the same way
         return self._coverage(ctx, window, samples, read, stats)
 
+    def _ask(self, stats: _Stats, what: str, path: str, params: dict[str, Any],
+             first: bool = False, method: str = "POST") -> Any:
+        """One call's `data`, or None with its error in `stats`; raises _Unreachable when
+        every further call would fail alike."""
+        try:
+            return self.request(path, params, stats, method=method)
+        except SourceError as exc:
+            stats.errors.append(f"{what}: {exc}"[:500])
+            stats.transient.append(exc.transient)
+            stats.failed_queries += 1
+            # refused, rejected, or the cheap index-only first call still failed after its
+            # retries (timeouts, 429, 5xx): the remaining queries would fail alike
+            if isinstance(exc, _Unreachable) or (first and exc.transient):
+                raise _Unreachable(str(exc), transient=exc.transient) from None
+            return None
+
     def _coverage(self, ctx: ExecutionContext, window: Window, samples: list[MetricSample],
                   read: set[str], stats: _Stats) -> tuple[list[MetricSample], SourceCoverage]:
         kept = sorted((s for s in samples if window.contains(s.time)),
@@ -522,7 +405,7 @@ class PrometheusClient:
             errors=stats.errors,
             retryable=bool(stats.transient) and all(stats.transient),
         )
-        if stats.failed_queries and stats.failed_queries >= stats.queries:
+        if stats.failed_queries and stats.failed_queries >= stats.calls:
             cov.status = "failed"
         elif stats.failed_queries:
             cov.status = "partial"
@@ -551,7 +434,7 @@ class PrometheusClient:
                 return node
         return None
 
-    def _fetch_hits(self, fam: Family, hits: list[dict[str, Any]], index: NodeIndex,
+    def _fetch_hits(self, fam: MetricFamily, hits: list[dict[str, Any]], index: NodeIndex,
                     length: float, end: float, ask: Any, stats: _Stats) -> list[MetricSample]:
         """Raw samples (or, for long windows, stepped points) of the screened series."""
         cfg = self.config
@@ -601,3 +484,7 @@ class PrometheusClient:
                         value=value,
                     ))
         return out
+
+
+def _tries(attempts: int) -> str:
+    return f" (after {attempts} attempts)" if attempts > 1 else ""

@@ -8,9 +8,9 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from attribution_dagster.connectors.base import JobNotFound, JobQuery, SchedulerError, utc_now
+from attribution_dagster.connectors.slurm.config import SlurmKeys
 from attribution_dagster.connectors.slurm.records import (
     HET_ID,
     SlurmJob,
@@ -31,10 +31,6 @@ from attribution_dagster.connectors.slurm.records import (
     to_context,
 )
 from attribution_dagster.core.context import ExecutionContext, JobState
-
-if TYPE_CHECKING:
-    from attribution_dagster.connectors.slurm.client import SlurmConfig
-
 
 # --------------------------------------------------------------------------- sacct transport
 
@@ -106,7 +102,7 @@ def _first_error_line(text: str) -> str:
 class SacctClient:
     """SchedulerClient over the sacct / scontrol command line."""
 
-    def __init__(self, config: SlurmConfig, cluster: str, runner: Runner | None = None) -> None:
+    def __init__(self, config: SlurmKeys, cluster: str, runner: Runner | None = None) -> None:
         self.config = config
         self.cluster = cluster
         self.runner = runner or subprocess_runner

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
@@ -82,6 +83,25 @@ def validate_context(data: dict) -> ExecutionContext:  # type: ignore[type-arg]
             dropped |= extra
 
 
+FIRST_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)
+LAST_DATE = datetime(9998, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+
+
+def out_of_range(ctx: ExecutionContext) -> str | None:
+    """The problem with a context time an analysis cannot represent, naming the field; None
+    when both are fine. Valid datetimes near year 9999 (or before 1970, where Loki's
+    nanosecond times and epoch arithmetic turn negative) leave no room for the analysis
+    window around them: `end` in year 9999 overflowed `end + lag` (issue 21)."""
+    for name in ("start", "end"):
+        t = getattr(ctx, name)
+        if not FIRST_DATE <= t <= LAST_DATE:
+            return (
+                f"field '{name}' is invalid ({t.isoformat()} is outside the dates an "
+                f"analysis can represent, {FIRST_DATE.year} to {LAST_DATE.year})"
+            )
+    return None
+
+
 class StaticContextClient:
     """Reads and validates `<case>/context.json`; lists the cases under a directory."""
 
@@ -104,6 +124,8 @@ class StaticContextClient:
             raise ContextError(
                 f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
             ) from None
+        except RecursionError:  # json's C decoder recurses once per nesting level
+            raise ContextError(f"{path}: not valid JSON (nested too deeply to parse)") from None
         if not isinstance(data, dict):
             raise ContextError(f"{path}: expected a JSON object, got {type(data).__name__}")
         try:
@@ -116,6 +138,8 @@ class StaticContextClient:
             raise ContextError(
                 f"{path}: field 'log_timezone' is invalid (unknown IANA zone {ctx.log_timezone!r})"
             )
+        if (problem := out_of_range(ctx)) is not None:
+            raise ContextError(f"{path}: {problem}")
         if ctx.end < ctx.start:
             raise ContextError(f"{path}: field 'end' is invalid (before 'start')")
         if any(not n.strip() or "/" in n for n in ctx.nodes):
@@ -171,8 +195,9 @@ class StaticSchedulerClient:
                     try:
                         data = json.loads(line)
                         data.setdefault("cluster", self.cluster)
-                        yield f"{self.path}:{n}", validate_context(data)
-                    except (ValueError, ValidationError):
+                        if out_of_range(ctx := validate_context(data)) is None:
+                            yield f"{self.path}:{n}", ctx
+                    except (ValueError, ValidationError, RecursionError, AttributeError):
                         continue  # a damaged line is one job lost, not the listing
             return
         if not self.path.is_dir():

@@ -1,4 +1,5 @@
-"""Local-files connector and streaming scanner (connectors/files.py, connectors/scan.py)."""
+"""Local-files connector and streaming scanner (connectors/files/case.py, reader.py;
+core/formats/scan.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attribution_dagster.connectors.files.client import LocalFilesClient, match_nodes
+from attribution_dagster.connectors.files.case import LocalFilesClient
+from attribution_dagster.connectors.files.reader import match_nodes
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor
 from attribution_dagster.core.formats import scan
@@ -369,7 +371,7 @@ def test_metrics_parsed_filtered_and_reported(tmp_path: Path) -> None:
     write(tmp_path / "metrics/more.prom.gz", PROM.encode())
     write(tmp_path / "metrics/readme.txt", b"ignored")
     samples, cov = LocalFilesClient().fetch_metrics(
-        tmp_path, ctx(["node-a", "node-b", "node-c"]), WINDOW
+        tmp_path, ctx(["node-a", "node-b", "node-c"]), (), WINDOW
     )
     assert cov is not None
     got = [(s.node, s.name, s.value, str(s.locator)) for s in samples]
@@ -399,20 +401,20 @@ def test_metrics_node_is_the_first_label_naming_a_job_node(tmp_path: Path) -> No
         b" 1 1793613792000\n",
     )
     samples, cov = LocalFilesClient().fetch_metrics(
-        tmp_path, ctx(["node-a", "node-b", "node-c"]), WINDOW
+        tmp_path, ctx(["node-a", "node-b", "node-c"]), (), WINDOW
     )
     assert [s.node for s in samples] == ["node-c", "node-b"]
     assert cov is not None and cov.nodes_missing == ["node-a"]
 
 
 def test_no_metrics_dir_gives_none(tmp_path: Path) -> None:
-    assert LocalFilesClient().fetch_metrics(tmp_path, ctx(["node-a"]), WINDOW) == ([], None)
+    assert LocalFilesClient().fetch_metrics(tmp_path, ctx(["node-a"]), (), WINDOW) == ([], None)
 
 
 def test_corrupt_metrics_gz_reported(tmp_path: Path) -> None:
     (tmp_path / "metrics").mkdir()
     (tmp_path / "metrics/x.prom.gz").write_bytes(b"not gzip at all")
-    samples, cov = LocalFilesClient().fetch_metrics(tmp_path, ctx(["node-a"]), WINDOW)
+    samples, cov = LocalFilesClient().fetch_metrics(tmp_path, ctx(["node-a"]), (), WINDOW)
     assert samples == [] and cov is not None and cov.status == "failed"
     assert cov.errors[0].startswith("metrics/x.prom.gz: corrupt gzip")
 

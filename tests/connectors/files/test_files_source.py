@@ -1,5 +1,5 @@
 """Node log trees on shared storage (FilesSource), cluster-level sources, confinement, rotation
-and the one node-name normalization (connectors/files.py, nodes.py)."""
+and the one node-name normalization (connectors/files/tree.py, case.py; core/hosts.py)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,10 @@ from attribution_dagster import pipeline
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.connectors.base import LogSource, SourceError
 from attribution_dagster.connectors.clusters import clusters_from
-from attribution_dagster.connectors.files import client as files_mod
-from attribution_dagster.connectors.files.client import (
-    FilesSource,
-    FilesSourceConfig,
-    LocalFilesClient,
-    match_nodes,
-)
+from attribution_dagster.connectors.files import tree as files_mod
+from attribution_dagster.connectors.files.case import LocalFilesClient
+from attribution_dagster.connectors.files.reader import match_nodes
+from attribution_dagster.connectors.files.tree import FilesSource, FilesSourceConfig
 from attribution_dagster.core.config import load_config
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawRecord
@@ -389,7 +386,7 @@ def test_case_symlinks_to_outside_are_not_followed(tmp_path: Path) -> None:
     assert "logs/cn-0411: symlink to outside the case, not read" in cov.errors
     assert cov.files == 1  # real/app.log, once although the inside link reaches it too
     assert cov.nodes_read == ["cn-0410"] and cov.status == "partial"
-    samples, mcov = LocalFilesClient().fetch_metrics(case, ctx(), WINDOW)
+    samples, mcov = LocalFilesClient().fetch_metrics(case, ctx(), (), WINDOW)
     assert samples == [] and mcov is not None
     assert "metrics/dcgm.prom: symlink to outside the case, not read" in mcov.errors
     # and the whole analysis never sees the XID behind the link
@@ -472,7 +469,7 @@ def test_case_directories_and_metric_labels_resolve_ip_aliases(tmp_path: Path) -
     )
     recs, cov = LocalFilesClient().fetch_logs(tmp_path, c, ANCHORS, WINDOW).pair()
     assert [r.node for r in recs] == ["gpu-017"] and cov.nodes_read == ["gpu-017"]
-    samples, _ = LocalFilesClient().fetch_metrics(tmp_path, c, WINDOW)
+    samples, _ = LocalFilesClient().fetch_metrics(tmp_path, c, (), WINDOW)
     assert [s.node for s in samples] == ["gpu-017"]
 
 

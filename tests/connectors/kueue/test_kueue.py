@@ -29,15 +29,9 @@ from attribution_dagster.connectors.base import (
     SchedulerError,
 )
 from attribution_dagster.connectors.clusters import Cluster
-from attribution_dagster.connectors.kueue.client import (
-    KueueClient,
-    KueueConfig,
-    PodPlacement,
-    classify,
-    first_failure,
-    workload_end,
-)
-from attribution_dagster.connectors.kueue.placements import PlacementStore
+from attribution_dagster.connectors.kueue.client import KueueClient, KueueConfig
+from attribution_dagster.connectors.kueue.objects import classify, first_failure, workload_end
+from attribution_dagster.connectors.kueue.placements import PlacementStore, PodPlacement
 from attribution_dagster.core.config import ClusterConfig
 from attribution_dagster.core.context import JobState
 

@@ -1,4 +1,5 @@
-"""Loki log source (connectors/loki.py) against a fake Loki that evaluates queries.
+"""Loki log source (connectors/loki/: client, query, liveness) against a fake Loki that
+evaluates queries.
 
 The fake (tests/fake_loki.py) answers with the `query_range` / `series` response shapes of
 the Loki HTTP API reference (grafana.com/docs/loki/latest/reference/loki-http-api: "Query
@@ -26,16 +27,15 @@ from fake_loki import FakeLoki, parse_logql
 from attribution_dagster import pipeline
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.connectors.base import LogSource
-from attribution_dagster.connectors.clusters import EvidenceSources
-from attribution_dagster.connectors.loki.client import (
-    LokiClient,
-    LokiConfig,
+from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
+from attribution_dagster.connectors.http import retry_after_seconds
+from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
+from attribution_dagster.connectors.loki.query import (
     build_query,
     classify_400,
     line_filter,
     logql_string,
     parse_duration_ns,
-    retry_after_seconds,
     to_ns,
 )
 from attribution_dagster.core.config import ClusterConfig
@@ -94,7 +94,8 @@ def test_minimal_block_is_complete_and_registered():
         {"logs": [{"kind": "loki", "name": "main", "url": "https://loki.example:3100/"}]}
     )
     assert cluster.logs[0].source_name == "loki:main"
-    assert cluster.logs[0].url == "https://loki.example:3100"
+    (loki,) = Cluster("atlas", cluster).log_configs  # validated by the kind registry
+    assert isinstance(loki, LokiConfig) and loki.url == "https://loki.example:3100"
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,9 @@ from test_loki import serve_case
 
 from attribution_dagster import pipeline
 from attribution_dagster.connectors.clusters import EvidenceSources
-from attribution_dagster.connectors.files.client import FilesSource, FilesSourceConfig
-from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig, to_ns
+from attribution_dagster.connectors.files.tree import FilesSource, FilesSourceConfig
+from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
+from attribution_dagster.connectors.loki.query import to_ns
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import RawRecord
 from attribution_dagster.core.settings import AnalysisSettings, Window

@@ -1,4 +1,5 @@
-"""Prometheus metric source (connectors/prometheus.py).
+"""Prometheus metric source (connectors/prometheus/: client.py, promql.py; retries in
+connectors/http.py).
 
 Three layers:
 
@@ -33,20 +34,21 @@ from attribution_dagster import pipeline
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.prometheus.client import (
-    Family,
     PrometheusClient,
     PrometheusConfig,
+    with_extra,
+)
+from attribution_dagster.connectors.prometheus.promql import (
     Selectors,
-    catalog_families,
     fetch_selector,
-    node_regex,
     promql_string,
-    regex_escape,
     step_seconds,
 )
 from attribution_dagster.core.config import ClusterConfig
 from attribution_dagster.core.context import ExecutionContext
-from attribution_dagster.core.evidence import RawEvidence
+from attribution_dagster.core.evidence import MetricFamily, RawEvidence
+from attribution_dagster.core.hosts import node_regex
+from attribution_dagster.core.hosts import re2_escape as regex_escape
 from attribution_dagster.core.settings import AnalysisSettings, Window
 
 UTC = timezone.utc
@@ -114,7 +116,8 @@ def test_step_formula_is_max_15s_or_window_over_500():
 
 
 def test_families_come_from_the_parser_catalog():
-    fams = {f.id: f for f in catalog_families(["DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "up"])}
+    extra = ["DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "up"]
+    fams = {f.id: f for f in with_extra(pipeline.catalog().metric_families(), extra)}
     assert fams["dcgm_xid"].names == ("DCGM_FI_DEV_XID_ERRORS",)
     assert fams["dcgm_xid"].mode == "last_value"
     assert "node_infiniband_link_downed_total" in fams["ib_link_downed_counter"].names
@@ -124,15 +127,16 @@ def test_families_come_from_the_parser_catalog():
 
 def test_screen_query_per_mode_for_all_nodes_in_one_query():
     sels = Selectors(node_regex(["a", "b"]), ["Hostname", "instance"], 'cluster="atlas"', 3601)
-    counter = sels.screen(Family("c", ("X_TOTAL", "Y_TOTAL"), "increase"))
+    counter = sels.screen(MetricFamily(id="c", names=("X_TOTAL", "Y_TOTAL"), mode="increase"))
     assert counter.count("changes(") == 4  # 2 names x 2 node labels, one query
     assert "max_over_time" not in counter
     assert 'label_replace(' in counter and '"__name__", "Y_TOTAL"' in counter
-    assert 'X_TOTAL{Hostname=~"(?i)(?:a|b)(?:\\\\.[^:]*)?(?::[0-9]+)?",cluster="atlas"}' in counter
+    regex = '"(?i)(?:(?:a|b)(?:\\\\.[^:]*)?)(?::[0-9]+)?"'
+    assert f'X_TOTAL{{Hostname=~{regex},cluster="atlas"}}' in counter
     assert "[3601000ms]" in counter
-    gauge = sels.screen(Family("g", ("XID",), "last_value"))
+    gauge = sels.screen(MetricFamily(id="g", names=("XID",), mode="last_value"))
     assert "max_over_time(" in gauge and "!= 0" in gauge
-    state = sels.screen(Family("s", ("ST",), "state", normal=4, steady_after=3))
+    state = sels.screen(MetricFamily(id="s", names=("ST",), mode="state", normal=4, steady_after=3))
     assert "!= 4" in state and "count_over_time(" in state and "< 3" in state
     presence = sels.presence(["X_TOTAL", "XID"])
     assert presence.startswith("count by (Hostname, instance) (")
@@ -175,9 +179,12 @@ def test_config_registered_and_validated():
 # -- request flow and errors against fake_http ----------------------------------------------
 
 XID = "DCGM_FI_DEV_XID_ERRORS"
+CATALOG = pipeline.catalog().metric_families()
 FAMILIES = [
-    Family("dcgm_xid", (XID,), "last_value"),
-    Family("ib_link_downed_counter", ("node_infiniband_link_downed_total",), "increase"),
+    MetricFamily(id="dcgm_xid", names=(XID,), mode="last_value"),
+    MetricFamily(
+        id="ib_link_downed_counter", names=("node_infiniband_link_downed_total",), mode="increase"
+    ),
 ]
 T0 = int(START.timestamp())
 
@@ -242,14 +249,15 @@ def route_everything(fake, handler):
         fake.route_prefix(method, "/api/v1/", handler)
 
 
-def client_for(fake_url: str, **kw) -> PrometheusClient:
-    return PrometheusClient(PrometheusConfig(url=fake_url, **kw), families=FAMILIES)
+def client_for(fake_url: str, sleep=lambda s: None, **kw) -> PrometheusClient:
+    """A client on the fake; retry waits are recorded by `sleep` (none by default), not slept."""
+    return PrometheusClient(PrometheusConfig(url=fake_url, **kw), sleep=sleep)
 
 
 def test_reads_samples_of_changed_series_with_locators(fake_http):
     fake_prometheus(fake_http)
     ctx = make_ctx(["node-a", "node-b", "node-c"])
-    samples, cov = client_for(fake_http.url).fetch_metrics(ctx, WINDOW)
+    samples, cov = client_for(fake_http.url).fetch_metrics(ctx, FAMILIES, WINDOW)
     # labels, names, 2 screens, 2 raw fetches (Hostname group, node group), presence
     assert cov.queries == 7, [r.arg("query")[:60] for r in fake_http.requests]
     assert cov.status == "partial" and cov.nodes_missing == ["node-b"]
@@ -268,7 +276,8 @@ def test_reads_samples_of_changed_series_with_locators(fake_http):
 
 def test_one_family_failing_leaves_the_others_partial(fake_http):
     fake_prometheus(fake_http, fail_family="node_infiniband_link_downed_total", status=503)
-    samples, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    samples, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "partial"
     assert len(cov.errors) == 1 and "ib_link_downed_counter" in cov.errors[0]
     assert "answered 503" in cov.errors[0] and "boom" in cov.errors[0]
@@ -278,16 +287,20 @@ def test_one_family_failing_leaves_the_others_partial(fake_http):
 
 def test_bad_query_400_is_not_retryable(fake_http):
     fake_prometheus(fake_http, fail_family="node_infiniband_link_downed_total", status=400)
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "partial" and cov.retryable is False
     assert "answered 400" in cov.errors[0]
 
 
 def test_every_query_500_is_failed_and_retryable(fake_http):
     route_everything(fake_http, lambda req: (500, "internal error"))
-    samples, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    samples, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert samples == [] and cov.status == "failed" and cov.retryable is True
-    assert cov.queries == len(cov.errors) == 5  # labels, names, 2 screens, presence
+    # the first (index-only) call answered 500 four times (3 retries, connectors/http.py):
+    # the fetch stops there rather than hammer a failing server with the other calls
+    assert cov.queries == 4 and len(cov.errors) == 1 and "(after 4 attempts)" in cov.errors[0]
     assert all("answered 500" in e for e in cov.errors)
 
 
@@ -299,10 +312,12 @@ def test_timeout_is_retryable_with_an_actionable_line(fake_http):
     fake_http.route_prefix("POST", "/api/v1/", slow)
     t = time.monotonic()
     _, cov = client_for(fake_http.url, timeout_seconds=0.2).fetch_metrics(
-        make_ctx(["node-a"]), WINDOW)
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert time.monotonic() - t < 4
     assert cov.status == "failed" and cov.retryable is True
-    assert cov.queries == 1  # the index-only first call timed out: the rest would too
+    # the index-only first call timed out, was retried (3 retries, connectors/http.py) and
+    # timed out again: the rest would too
+    assert cov.queries == 4 and "(after 4 attempts)" in cov.errors[0]
     assert "did not answer /api/v1/labels within 0.2s" in cov.errors[0]
     assert "timeout_seconds" in cov.errors[0]
 
@@ -318,7 +333,7 @@ def test_one_family_timing_out_leaves_the_others(fake_http):
 
     fake_http.route("POST", "/api/v1/query", slow_ib)
     samples, cov = client_for(fake_http.url, timeout_seconds=0.3).fetch_metrics(
-        make_ctx(["node-a"]), WINDOW)
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "partial" and cov.retryable is True
     assert len(cov.errors) == 1 and cov.errors[0].startswith("family ib_link_downed_counter")
     assert any(s.value == 79 for s in samples)
@@ -326,7 +341,8 @@ def test_one_family_timing_out_leaves_the_others(fake_http):
 
 def test_malformed_json_fails_with_a_clear_line(fake_http):
     route_everything(fake_http, lambda req: (200, "<html>login</html>"))
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "failed" and cov.retryable is False
     assert "malformed JSON" in cov.errors[0] and "<html>login" in cov.errors[0]
     assert "\n" not in cov.errors[0]
@@ -337,7 +353,8 @@ def test_unexpected_result_type_is_an_error_not_a_crash(fake_http):
     fake_http.route("GET", "/api/v1/label/__name__/values", lambda req: ok([XID]))
     fake_http.route("POST", "/api/v1/query", lambda req: ok({"resultType": "scalar",
                                                              "result": [0, "1"]}))
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "partial" and any("resultType 'scalar'" in e for e in cov.errors)
 
 
@@ -345,7 +362,8 @@ def test_401_stops_after_one_query_and_names_the_env_var(fake_http, monkeypatch)
     monkeypatch.setenv("PROM_TOKEN", "s3cret")
     fake_http.route_prefix("POST", "/api/v1/", lambda req: (401, "Unauthorized"))
     client = client_for(fake_http.url, bearer_token_env="PROM_TOKEN")
-    _, cov = client.fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    _, cov = client.fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.queries == 1 and cov.status == "failed" and cov.retryable is False
     assert cov.errors == [
         f"label discovery: Prometheus at {fake_http.url} answered 401: "
@@ -357,7 +375,8 @@ def test_401_stops_after_one_query_and_names_the_env_var(fake_http, monkeypatch)
 
 def test_403_without_credentials_says_how_to_configure_them(fake_http):
     fake_http.route_prefix("POST", "/api/v1/", lambda req: (403, {"error": "forbidden"}))
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert "answered 403" in cov.errors[0] and "bearer_token_env" in cov.errors[0]
 
 
@@ -365,8 +384,10 @@ def test_connection_refused_is_retryable_and_stops(fake_http):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again when the block ends: nobody listens
-    _, cov = client_for(f"http://127.0.0.1:{port}").fetch_metrics(make_ctx(["node-a"]), WINDOW)
-    assert cov.queries == 1 and cov.status == "failed" and cov.retryable is True
+    _, cov = client_for(f"http://127.0.0.1:{port}").fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
+    # one call, retried 3 times (connectors/http.py), then the fetch stops
+    assert cov.queries == 4 and cov.status == "failed" and cov.retryable is True
     assert "cannot connect to Prometheus at" in cov.errors[0]
 
 
@@ -380,7 +401,8 @@ def test_headers_basic_auth_and_extra_selector_are_sent(fake_http, monkeypatch):
         basic_password_env="PROM_PW",
         extra_selector='cluster="atlas"',
     )
-    client.fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    client.fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     first = fake_http.requests[0]
     assert first.headers["x-scope-orgid"] == "tenant-a"
     assert first.headers["authorization"].startswith("Basic ")
@@ -397,7 +419,8 @@ def test_headers_basic_auth_and_extra_selector_are_sent(fake_http, monkeypatch):
 
 def test_no_node_label_on_the_series_is_empty_with_a_hint(fake_http):
     fake_http.route("POST", "/api/v1/labels", lambda req: ok(["__name__", "job", "gpu"]))
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "empty" and cov.queries == 1
     assert "carries a node label" in cov.errors[0] and "node_labels" in cov.errors[0]
 
@@ -411,8 +434,9 @@ def test_transport_is_injectable():
         return httpx.Response(200, json={"status": "success", "data": []})
 
     client = PrometheusClient(PrometheusConfig(url="http://prom.invalid"),
-                              transport=httpx.MockTransport(handler), families=FAMILIES)
-    _, cov = client.fetch_metrics(make_ctx(["node-a"]), WINDOW)
+                              transport=httpx.MockTransport(handler))
+    _, cov = client.fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert seen == ["/api/v1/labels"] and cov.status == "empty"
     assert "holds no series" in cov.errors[0]
 
@@ -483,9 +507,9 @@ def test_real_prometheus_holds_the_fixture(prom_url):
 def test_real_prometheus_gives_the_same_observations_as_the_files(prom_url, case):
     ctx = pipeline.load_context(case)
     window = AnalysisSettings().window(ctx)
-    samples, cov = prom_client(prom_url, case).fetch_metrics(ctx, window)
-    file_samples, file_cov = pipeline.LocalFilesClient().fetch_metrics(case, ctx, window)
-    read = {n for f in catalog_families() for n in (*f.names, *f.companions)}
+    samples, cov = prom_client(prom_url, case).fetch_metrics(ctx, CATALOG, window)
+    file_samples, file_cov = pipeline.LocalFilesClient().fetch_metrics(case, ctx, CATALOG, window)
+    read = {n for f in CATALOG for n in (*f.names, *f.companions)}
     if not {s.name for s in file_samples} & read:
         # only series no parser reads (h146: DCGM power violation): the source says so
         [error] = cov.errors
@@ -499,7 +523,7 @@ def test_real_prometheus_gives_the_same_observations_as_the_files(prom_url, case
     assert all(str(o.locator).startswith("promql: ") and o.source == "prometheus" for o in prom_obs)
     # fewer samples cross the wire than the files hold: only series that changed
     assert cov.records <= len(file_samples)
-    assert cov.queries <= 2 + 2 * len(catalog_families())
+    assert cov.queries <= 2 + 2 * len(CATALOG)
 
 
 @pytest.mark.prometheus
@@ -527,7 +551,8 @@ def test_locator_reopens_the_sample_in_prometheus(prom_url):
     returns exactly the sample the observation rests on."""
     case = REPO / "samples" / "metrics-only-cause"
     ctx = pipeline.load_context(case)
-    samples, _ = prom_client(prom_url, case).fetch_metrics(ctx, AnalysisSettings().window(ctx))
+    window = AnalysisSettings().window(ctx)
+    samples, _ = prom_client(prom_url, case).fetch_metrics(ctx, CATALOG, window)
     hit = next(s for s in samples if s.value == 79)
     query = str(hit.locator).removeprefix("promql: ")
     data = httpx.post(f"{prom_url}/api/v1/query", data={"query": query}, timeout=10).json()
@@ -542,7 +567,7 @@ def test_real_prometheus_unknown_selector_is_empty_not_failed(prom_url):
     case = REPO / "samples" / "metrics-only-cause"
     ctx = pipeline.load_context(case)
     client = PrometheusConfig(url=prom_url, extra_selector='attribution_case="nope"').client("x")
-    samples, cov = client.fetch_metrics(ctx, AnalysisSettings().window(ctx))
+    samples, cov = client.fetch_metrics(ctx, CATALOG, AnalysisSettings().window(ctx))
     assert samples == [] and cov.status == "empty" and cov.nodes_missing == ctx.nodes
     assert "holds no series" in cov.errors[0]
 
@@ -552,7 +577,7 @@ def test_real_prometheus_bad_extra_selector_is_a_400_line(prom_url):
     case = REPO / "samples" / "metrics-only-cause"
     ctx = pipeline.load_context(case)
     client = PrometheusConfig(url=prom_url, extra_selector="cluster=atlas").client("x")
-    _, cov = client.fetch_metrics(ctx, AnalysisSettings().window(ctx))
+    _, cov = client.fetch_metrics(ctx, CATALOG, AnalysisSettings().window(ctx))
     assert cov.status == "failed" and cov.retryable is False
     assert "answered 400" in cov.errors[0] and "bad_data" in cov.errors[0]
 
@@ -576,13 +601,15 @@ def test_end_to_end_cases_need_their_metrics(tmp_path):
 def test_unset_token_variable_and_missing_ca_bundle_are_named(fake_http, monkeypatch):
     monkeypatch.delenv("PROM_TOKEN_UNSET", raising=False)
     _, cov = client_for(fake_http.url, bearer_token_env="PROM_TOKEN_UNSET").fetch_metrics(
-        make_ctx(["node-a"]), WINDOW)
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "failed" and cov.queries == 0 and fake_http.requests == []
-    assert cov.errors[0].startswith("$PROM_TOKEN_UNSET (bearer_token_env) is not set")
+    assert cov.errors[0].startswith("environment variable PROM_TOKEN_UNSET is empty")
+    assert "bearer_token_env" in cov.errors[0]
     client = client_for(fake_http.url, verify_tls="/nonexistent/ca.pem")
-    _, cov = client.fetch_metrics(make_ctx(["node-a"]), WINDOW)
+    _, cov = client.fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "failed" and cov.queries == 0
-    assert "CA bundle '/nonexistent/ca.pem' (verify_tls) is unreadable" in cov.errors[0]
+    assert "cannot load TLS files" in cov.errors[0] and "/nonexistent/ca.pem" in cov.errors[0]
 
 
 @pytest.mark.prometheus
@@ -592,8 +619,8 @@ def test_real_prometheus_skips_quiet_series(prom_url):
     case = REPO / "tests" / "heldout" / "h71-ib-port-down-node-exporter-spare-port"
     ctx = pipeline.load_context(case)
     window = AnalysisSettings().window(ctx)
-    samples, cov = prom_client(prom_url, case).fetch_metrics(ctx, window)
-    file_samples, _ = pipeline.LocalFilesClient().fetch_metrics(case, ctx, window)
+    samples, cov = prom_client(prom_url, case).fetch_metrics(ctx, CATALOG, window)
+    file_samples, _ = pipeline.LocalFilesClient().fetch_metrics(case, ctx, CATALOG, window)
     assert any(s.labels.get("device") == "mlx5_3" for s in file_samples)
     assert not any(s.labels.get("device") == "mlx5_3" for s in samples)
     assert cov.samples < len(file_samples) / 2
@@ -611,13 +638,71 @@ def test_real_prometheus_long_window_subquery_path(prom_url):
         url=prom_url, extra_selector=f'attribution_case="{case.name}"',
         raw_max_window_seconds=60, step_seconds=60,
     ).client("x")
-    samples, cov = client.fetch_metrics(ctx, window)
+    samples, cov = client.fetch_metrics(ctx, CATALOG, window)
     assert cov.errors == []
-    file_samples, _ = pipeline.LocalFilesClient().fetch_metrics(case, ctx, window)
+    file_samples, _ = pipeline.LocalFilesClient().fetch_metrics(case, ctx, CATALOG, window)
     prom_obs = pipeline.normalize(RawEvidence(job_id="1", samples=samples), ctx)
     file_obs = pipeline.normalize(RawEvidence(job_id="1", samples=file_samples), ctx)
     assert sorted(map(obs_key, prom_obs)) == sorted(map(obs_key, file_obs))
-    _, raw_cov = prom_client(prom_url, case).fetch_metrics(ctx, window)
+    _, raw_cov = prom_client(prom_url, case).fetch_metrics(ctx, CATALOG, window)
     assert cov.samples > raw_cov.samples  # 60 s steps over a 120 s scrape interval
     times = sorted({s.time for s in samples})
     assert all((b - a).total_seconds() % 60 == 0 for a, b in zip(times, times[1:], strict=False))
+
+
+# -- issue 21 probe: a rate-limited Prometheus is not hammered -------------------------------
+
+
+def _stamped(fake, path: str, answers: list) -> list[float]:
+    """Route POST `path` to `answers` in turn (then the fake Prometheus's own answer);
+    returns the monotonic times of the requests, appended as they come."""
+    times: list[float] = []
+    real = fake.routes[("POST", path)]
+
+    def handler(req):
+        times.append(time.monotonic())
+        return answers.pop(0) if answers else real(req)
+
+    fake.route("POST", path, handler)
+    return times
+
+
+def test_429_with_retry_after_waits_as_told_then_reads(fake_http):
+    """Issue 21: a Prometheus answering 429 `Retry-After: 2` got 11 requests within 10 ms.
+    Now the client waits the 2 s it was told (real sleep, real HTTP) and asks once more."""
+    fake_prometheus(fake_http)
+    times = _stamped(fake_http, "/api/v1/labels",
+                     [(429, "rate limited", {"Retry-After": "2"})])  # fmt: skip
+    client = PrometheusClient(PrometheusConfig(url=fake_http.url))  # real time.sleep
+    t = time.monotonic()
+    samples, cov = client.fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    elapsed = time.monotonic() - t
+    assert len(times) == 2, times  # the 429, then one retry
+    assert times[1] - times[0] >= 2.0 and elapsed < 5
+    assert cov.errors == [] and any(s.value == 79 for s in samples)
+
+
+def test_500_backs_off_exponentially_then_reads(fake_http):
+    fake_prometheus(fake_http)
+    times = _stamped(fake_http, "/api/v1/labels", [(500, "internal error"), (503, "busy")])
+    client = PrometheusClient(PrometheusConfig(url=fake_http.url, backoff_seconds=0.3))
+    samples, cov = client.fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert len(times) == 3 and gaps[0] >= 0.3 and gaps[1] >= 0.6, gaps  # 0.3 s, then 0.6 s
+    assert cov.errors == [] and any(s.value == 79 for s in samples)
+
+
+def test_retry_after_is_capped_and_the_deadline_stops_retries(fake_http):
+    """`Retry-After: 3600` waits `max_backoff_seconds`; a retry that would end after
+    `retry_deadline_seconds` is not made (the error then says how many attempts)."""
+    fake_prometheus(fake_http)
+    _stamped(fake_http, "/api/v1/labels", [(429, "slow", {"Retry-After": "3600"})] * 10)
+    waits: list[float] = []
+    client = PrometheusClient(
+        PrometheusConfig(url=fake_http.url, max_backoff_seconds=4, retry_deadline_seconds=10),
+        sleep=waits.append,
+    )
+    _, cov = client.fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    assert waits == [4.0, 4.0]  # a third 4 s wait would end past the 10 s deadline
+    assert cov.status == "failed" and cov.retryable is True
+    assert "answered 429" in cov.errors[0] and "(after 3 attempts)" in cov.errors[0]

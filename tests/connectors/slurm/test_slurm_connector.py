@@ -32,11 +32,8 @@ from attribution_dagster.connectors.base import (
     SchedulerClient,
     SchedulerError,
 )
-from attribution_dagster.connectors.slurm.client import (
-    RestClient,
-    RunResult,
-    SacctClient,
-    SlurmConfig,
+from attribution_dagster.connectors.slurm.client import SlurmConfig
+from attribution_dagster.connectors.slurm.records import (
     decode_wait_status,
     expand_hostlist,
     expand_output_pattern,
@@ -44,6 +41,8 @@ from attribution_dagster.connectors.slurm.client import (
     map_state,
     parse_exit_code,
 )
+from attribution_dagster.connectors.slurm.rest import RestClient
+from attribution_dagster.connectors.slurm.sacct import RunResult, SacctClient
 from attribution_dagster.core.context import JobState
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "slurm"
@@ -388,8 +387,13 @@ def rest_config(url: str, **kw: object) -> SlurmConfig:
                        jwt_env="TEST_SLURM_JWT", **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
+def no_sleep(seconds: float) -> None:
+    """Retry waits (connectors/http.py) are not slept in these tests."""
+
+
 def rest_client(url: str, **kw: object) -> RestClient:
-    return RestClient(rest_config(url, **kw), "testcluster", env={"TEST_SLURM_JWT": "tok123"})
+    return RestClient(rest_config(url, **kw), "testcluster", env={"TEST_SLURM_JWT": "tok123"},
+                      sleep=no_sleep)  # fmt: skip
 
 
 def _load(name: str) -> object:
@@ -609,12 +613,12 @@ def test_rest_errors(fake_http, answer: tuple, match: str | None, transient: boo
 def test_rest_timeout_and_refused_are_transient(fake_http) -> None:
     fake_http.route("GET", "/slurmdb/v0.0.41/jobs", lambda r: (time.sleep(1.5), (200, {}))[1])
     client = RestClient(rest_config(fake_http.url, api_version="v0.0.41", timeout_seconds=0.3),
-                        "c", env={"TEST_SLURM_JWT": "t"})  # fmt: skip
+                        "c", env={"TEST_SLURM_JWT": "t"}, sleep=no_sleep)  # fmt: skip
     with pytest.raises(SchedulerError, match="did not answer within") as info:
         client.finished_jobs(JobQuery(since=T0, until=T1))
     assert info.value.transient
     closed = RestClient(rest_config("http://127.0.0.1:9", api_version="v0.0.41"), "c",
-                        env={"TEST_SLURM_JWT": "t"})  # fmt: skip
+                        env={"TEST_SLURM_JWT": "t"}, sleep=no_sleep)  # fmt: skip
     with pytest.raises(SchedulerError, match="cannot reach slurmrestd") as info:
         closed.get_job("5")
     assert info.value.transient
@@ -646,3 +650,16 @@ def test_rest_404_with_json_is_a_missing_job_not_a_missing_api(fake_http) -> Non
         client.get_job("55")
     assert client.version == "v0.0.42"
     assert [r.path for r in fake_http.requests] == ["/slurmdb/v0.0.42/job/55"]
+
+
+def test_rest_429_is_retried_as_retry_after_says(fake_http) -> None:
+    """slurmrestd behind a rate-limiting proxy: the 429's `Retry-After` is the wait, then the
+    retry reads the jobs (recorded v0.0.41 shape: an empty job list)."""
+    answers = [(429, "slow down", {"Retry-After": "7"})]
+    fake_http.route("GET", "/slurmdb/v0.0.41/jobs",
+                    lambda r: answers.pop(0) if answers else (200, {"jobs": [], "errors": []}))
+    waits: list[float] = []
+    client = RestClient(rest_config(fake_http.url, api_version="v0.0.41", node_addresses=False),
+                        "c", env={"TEST_SLURM_JWT": "t"}, sleep=waits.append)  # fmt: skip
+    assert client.finished_jobs(JobQuery(since=T0, until=T1)) == []
+    assert waits == [7.0] and client.requests == 2

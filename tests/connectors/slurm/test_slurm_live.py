@@ -28,7 +28,9 @@ import pytest
 import yaml
 
 from attribution_dagster.connectors.base import JobQuery, SchedulerError
-from attribution_dagster.connectors.slurm.client import RestClient, SacctClient, SlurmConfig
+from attribution_dagster.connectors.slurm.client import SlurmConfig
+from attribution_dagster.connectors.slurm.rest import RestClient
+from attribution_dagster.connectors.slurm.sacct import SacctClient
 from attribution_dagster.core.context import JobState
 
 pytestmark = pytest.mark.slurm

@@ -1,0 +1,299 @@
+"""Reading local log files for the files connectors (connectors/files/case.py: a case's
+`logs/`, connectors/files/tree.py: node log trees on shared storage): the streaming
+scanner's spec, in-process or fork-pool scanning (files are independent; small cases stay
+in-process so they return in milliseconds), the records, tails and progress of a scan, and
+confinement.
+
+Confinement: reading never leaves the case directory (or the configured root). Every file
+is opened by its resolved path, and a symlink at any depth that resolves outside is not
+followed; coverage names it (`logs/node-a/syslog: symlink to outside the case, not read`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.evidence import (
+    Anchor,
+    LogBatch,
+    RawRecord,
+    SourceCoverage,
+)
+from attribution_dagster.core.formats.scan import DEFAULT_BLOCK, FileScan, FileScanner, ScanSpec
+from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
+from attribution_dagster.core.locators import FileLine
+from attribution_dagster.core.settings import Window
+
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+HEAD_BYTES = 64 * 1024  # how much of a file's head is read to find its first line's time
+
+_worker: FileScanner | None = None  # per worker process, built by _init_worker
+
+
+def _init_worker(spec: ScanSpec) -> None:
+    global _worker
+    _worker = FileScanner(spec)
+
+
+def _scan_in_worker(path: str, display: str) -> FileScan:
+    assert _worker is not None
+    return _worker.scan_path(Path(path), display)
+
+
+def _usable_cpus() -> int:
+    """CPUs this process may run on (a container's affinity, not the host's core count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def match_nodes(available: Sequence[str], nodes: Sequence[str]) -> dict[str, str]:
+    """Map job node -> directory/label name through nodes.NodeIndex: exact match first, else
+    the same host key (`node-a` vs `NODE-A.cluster.local`), so spellings still line up."""
+    index = NodeIndex(sorted(available))
+    out: dict[str, str] = {}
+    for node in nodes:
+        hit = index.resolve(node)
+        if hit is not None:
+            out[node] = hit
+    return out
+
+
+def coverage_status(
+    read: int, missing: int, errors: int, total_files: int, failed_files: int
+) -> str:
+    if total_files and failed_files == total_files:
+        return "failed"
+    if read == 0:
+        return "empty"
+    return "partial" if missing or errors else "ok"
+
+
+# --- confinement -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """One file to scan: the job node (or CLUSTER_NODE) its lines belong to, the resolved
+    path opened, and the locator prefix a person reopens."""
+
+    node: str
+    path: Path
+    display: str
+
+
+class Confined:
+    """Paths under one root: resolves every path and refuses those that end up outside."""
+
+    def __init__(self, root: Path, what: str) -> None:
+        self.root = os.path.realpath(root)
+        self.what = what  # "the case", "the root /shared/logs"
+
+    def inside(self, real: str) -> bool:
+        return real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep)
+
+    def resolve(self, path: Path, display: str, notes: list[str]) -> str | None:
+        """The real path, or None (noted) when it resolves outside the root."""
+        real = os.path.realpath(path)
+        if self.inside(real):
+            return real
+        kind = "symlink" if os.path.islink(path) else "path through a symlink"
+        notes.append(f"{display}: {kind} to outside {self.what}, not read")
+        return None
+
+    def walk(self, path: Path, display: str, notes: list[str]) -> list[tuple[Path, str]]:
+        """Files under `path` (itself a file or a directory), resolved and confined; sorted,
+        symlinked directories inside the root followed once, dangling links and FIFOs listed
+        (the scanner reports them)."""
+        out: list[tuple[Path, str]] = []
+        self._walk(path, display, notes, out, set())
+        return out
+
+    def _walk(self, path: Path, display: str, notes: list[str], out: list, seen: set[str]) -> None:
+        real = self.resolve(path, display, notes)
+        if real is None or real in seen:  # a file or directory reached twice is read once
+            return
+        seen.add(real)
+        if not os.path.isdir(real):
+            out.append((Path(real), display))
+            return
+        try:
+            names = sorted(os.listdir(real))
+        except OSError as exc:
+            notes.append(f"{display}: unreadable directory ({exc.strerror or exc})")
+            return
+        for name in names:
+            self._walk(path / name, f"{display}/{name}", notes, out, seen)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+class Reader:
+    """Scans a list of FileJobs into RawRecords and fills the coverage counters."""
+
+    def __init__(
+        self,
+        *,
+        max_line_bytes: int = 65536,
+        workers: int | None = None,
+        block_size: int = DEFAULT_BLOCK,
+        use_hyperscan: bool = True,
+        parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    ) -> None:
+        self.max_line_bytes = max_line_bytes
+        self.workers = max(1, workers) if workers is not None else _usable_cpus()
+        self.block_size = block_size
+        self.use_hyperscan = use_hyperscan
+        self.parallel_min_bytes = parallel_min_bytes
+
+    def _spec(self, ctx: ExecutionContext, anchors: Sequence[Anchor], window: Window) -> ScanSpec:
+        hits = [a for a in anchors if not a.last_only]
+        return ScanSpec(
+            literals=tuple(a.literal for a in hits),
+            context_after=tuple(a.context_after for a in hits),
+            last_literals=tuple(a.literal for a in anchors if a.last_only),
+            window_start=window.start,
+            window_end=window.end,
+            reference=ctx.start,
+            log_timezone=ctx.log_timezone,
+            max_line_bytes=self.max_line_bytes,
+            block_size=self.block_size,
+            use_hyperscan=self.use_hyperscan,
+        )
+
+    def _read_all(
+        self,
+        jobs: list[FileJob],
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        cov: SourceCoverage,
+        root: str,
+    ) -> LogBatch:
+        """Scan the listed files into records and settle the coverage status. `root`: the
+        case or root directory the files were found under (part of each FileLine locator)."""
+        batch, failed = self._read(jobs, ctx, anchors, window, cov, root)
+        cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
+        read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
+        cov.status = coverage_status(  # type: ignore[assignment]
+            read_any, len(cov.nodes_missing), len(cov.errors), len(jobs), failed
+        )
+        return batch
+
+    def _read(
+        self,
+        jobs: list[FileJob],
+        ctx: ExecutionContext,
+        anchors: Sequence[Anchor],
+        window: Window,
+        cov: SourceCoverage,
+        root: str,
+    ) -> tuple[LogBatch, int]:
+        """Records of every job (cluster-level lines naming no job node dropped and counted)
+        and the number of files that could not be read at all."""
+        results = self._scan_all(self._spec(ctx, anchors, window), jobs)
+        index = NodeIndex.of(ctx)
+        records: list[RawRecord] = []
+        tails: list[RawRecord] = []
+        progress: list[RawRecord] = []
+        failed = 0
+        for job, res in zip(jobs, results, strict=True):
+            cov.files += 1
+            cov.bytes += res.bytes
+            cov.lines += res.lines
+            cov.out_of_window += res.out_of_window
+            cov.invalid_utf8_lines += res.invalid_utf8_lines
+            cov.overlong_lines += res.overlong_lines
+            cov.binary_lines += res.binary_lines
+            if res.error:
+                cov.errors.append(res.error)
+                failed += 1
+            for lineno, t, quality, text in res.records:
+                # the whole record: a pretty-printed Event names its node lines after the
+                # `"eventTime"` line the record starts at (the API door sees it whole)
+                if job.node == CLUSTER_NODE and not index.named_in(text):
+                    cov.context_lines += 1
+                    continue
+                records.append(
+                    RawRecord(
+                        source="files",
+                        node=job.node,
+                        locator=FileLine(root=root, path=job.display, line=lineno),
+                        time=t,
+                        time_quality=quality,  # type: ignore[arg-type]
+                        time_latest=res.latest.get(lineno),
+                        text=text,
+                        stream=job.path.name,
+                    )
+                )
+            if job.node == CLUSTER_NODE:
+                continue  # where a cluster-level file stops says nothing about a job node
+            if res.progress is not None:  # where training stopped advancing (engine)
+                lineno, t, quality, text = res.progress
+                progress.append(
+                    RawRecord(
+                        source="files",
+                        node=job.node,
+                        locator=FileLine(root=root, path=job.display, line=lineno),
+                        time=t,
+                        time_quality=quality,  # type: ignore[arg-type]
+                        text=text,
+                        stream=job.path.name,
+                    )
+                )
+            if res.tail is not None:  # where the file stops: silence of a node (engine)
+                lineno, t, text = res.tail
+                tails.append(
+                    RawRecord(
+                        source="files",
+                        node=job.node,
+                        locator=FileLine(root=root, path=job.display, line=lineno),
+                        time=t,
+                        text=text,
+                        stream=job.path.name,
+                        last_of_file=True,
+                    )
+                )
+        cov.records = len(records)
+        return LogBatch(records=records, tails=tails, progress=progress, coverage=cov), failed
+
+    def _scan_all(self, spec: ScanSpec, jobs: list[FileJob]) -> list[FileScan]:
+        sizes = []
+        for job in jobs:
+            try:
+                sizes.append(job.path.stat().st_size)
+            except OSError:
+                sizes.append(0)
+        workers = min(self.workers, len(jobs))
+        if workers > 1 and sum(sizes) >= self.parallel_min_bytes:
+            try:
+                return self._scan_parallel(spec, jobs, sizes, workers)
+            except (OSError, ValueError, RuntimeError):  # no fork here: fall back in-process
+                pass
+        scanner = FileScanner(spec)
+        return [scanner.scan_path(job.path, job.display) for job in jobs]
+
+    @staticmethod
+    def _scan_parallel(
+        spec: ScanSpec, jobs: list[FileJob], sizes: list[int], workers: int
+    ) -> list[FileScan]:
+        ctx = multiprocessing.get_context("fork")
+        order = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # big files first
+        results: list[FileScan | None] = [None] * len(jobs)
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(spec,)
+        ) as pool:
+            futures = {
+                i: pool.submit(_scan_in_worker, str(jobs[i].path), jobs[i].display) for i in order
+            }
+            for i, fut in futures.items():
+                results[i] = fut.result()
+        return [r if r is not None else FileScan() for r in results]

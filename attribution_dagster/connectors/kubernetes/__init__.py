@@ -1,0 +1,1 @@
+"""The Kubernetes API client shared by the Kueue scheduler and the pod-log source."""
