@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from attribution_dagster import __version__
+from attribution_dagster.cli.args import add_config_arg, positive_int, seconds
 from attribution_dagster.connectors.base import JobNotFound, SourceError
 from attribution_dagster.core.config import ConfigError
 from attribution_dagster.core.settings import AnalysisSettings
@@ -47,36 +48,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds (a number), got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number, 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
-    return value
-
-
-def add_config_arg(p: argparse.ArgumentParser) -> None:
-    """`--config FILE`, accepted before the command and after it by every subcommand
-    (SUPPRESS: a subcommand without it keeps the value given before the command)."""
-    p.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS,
-                   help="attribution.yaml with the clusters (default: $ATTRIBUTION_CONFIG, "
-                   "else ./attribution.yaml); also accepted before the command")
 
 
 def _add_settings_args(p: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ EXIT_INPUT = 2
 
 def add_fleet_parsers(sub: Any) -> None:
     """The `backfill` and `report` subcommands (cli.build_parser calls this)."""
-    from attribution_dagster.cli.app import add_config_arg, positive_int
+    from attribution_dagster.cli.args import add_config_arg, positive_int
 
     b = sub.add_parser(
         "backfill",
