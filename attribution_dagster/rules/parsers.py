@@ -102,6 +102,7 @@ from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import OBSERVATION_KINDS, Observation
 from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
+from attribution_dagster.rules.facts import Fact, fold
 from attribution_dagster.rules.engine.liveness import learn_ranks
 from attribution_dagster.rules.parse_metrics import (
     MetricExample,
@@ -420,10 +421,10 @@ def _task_ids(spec: str) -> set[int]:
 
 
 def _relabel_by_origin(
-    per_record: list[tuple[RawRecord, list[Observation]]],
+    per_record: list[tuple[RawRecord, list[Fact]]],
     ctx: ExecutionContext | None,
     origin_of: Any,
-) -> list[tuple[RawRecord, list[Observation]]]:
+) -> list[tuple[RawRecord, list[Fact]]]:
     """Launcher labels that name a rank or an srun task, not a host (parsers.yaml `origins`).
 
     srun gathers every task's output into one file on the batch host (`slurm-<job>.out`), each
@@ -462,7 +463,7 @@ def _relabel_by_origin(
                     claim(ranks, origin["rank"], o.node)
     if not any(tasks.values()) and not any(ranks.values()):
         return per_record
-    out: list[tuple[RawRecord, list[Observation]]] = []
+    out: list[tuple[RawRecord, list[Fact]]] = []
     for (rec, obs), origin in zip(per_record, origins, strict=True):
         host, label = None, {}
         if "rank" in origin and ranks.get(origin["rank"]):
@@ -476,9 +477,7 @@ def _relabel_by_origin(
         moved = [
             o
             if "logged_on" in o.attrs or o.node != rec.node
-            else o.model_copy(
-                update={"node": host, "attrs": {**o.attrs, "logged_on": rec.node, **label}}
-            )
+            else o.moved(host, {**o.attrs, "logged_on": rec.node, **label})
             for o in obs
         ]
         out.append((rec, moved))
@@ -489,8 +488,8 @@ _ECHO_LINES = 40  # an echo follows (or precedes) the host-named line closely
 
 
 def _follow_echoes(
-    per_record: list[tuple[RawRecord, list[Observation]]], ctx: ExecutionContext | None
-) -> list[tuple[RawRecord, list[Observation]]]:
+    per_record: list[tuple[RawRecord, list[Fact]]], ctx: ExecutionContext | None
+) -> list[tuple[RawRecord, list[Fact]]]:
     """In a file that mixes several hosts' output, a host-less line that repeats a host-named
     line's event (same parser, same file, same known time, within a few lines) is that event's
     echo: NCCL's `node-b:pid:tid [5] NCCL WARN Cuda failure 'uncorrectable ECC error encountered'`
@@ -513,7 +512,7 @@ def _follow_echoes(
                 named.setdefault((path, o.parser, o.time), []).append((line, o.node))
     if not named:
         return per_record
-    out: list[tuple[RawRecord, list[Observation]]] = []
+    out: list[tuple[RawRecord, list[Fact]]] = []
     for rec, obs in per_record:
         path, line = rec.locator.stream, rec.locator.position
         moved = []
@@ -522,7 +521,7 @@ def _follow_echoes(
             hosts = {h for ln, h in near or [] if abs(ln - line) <= _ECHO_LINES}  # type: ignore[operator]
             if len(hosts) == 1 and o.node == rec.node and "logged_on" not in o.attrs:
                 host = next(iter(hosts))
-                o = o.model_copy(update={"node": host, "attrs": {**o.attrs, "logged_on": rec.node}})
+                o = o.moved(host, {**o.attrs, "logged_on": rec.node})
             moved.append(o)
         out.append((rec, moved))
     return out
@@ -696,6 +695,11 @@ class ParserCatalog:
         self, rec: RawRecord, ctx: ExecutionContext | None = None
     ) -> list[Observation]:
         """Observations of one record; [] when nothing matches. Never raises on odd text."""
+        return [o for f in self.facts(rec, ctx) if (o := f.observation()) is not None]
+
+    def facts(self, rec: RawRecord, ctx: ExecutionContext | None = None) -> list[Fact]:
+        """What parse_record returns, as plain Facts (no validation: built once per distinct
+        fact by `fold`)."""
         text = rec.text
         line = text.split("\n", 1)[0] if "\n" in text else text
         if len(text) > MATCH_MAX:
@@ -707,7 +711,7 @@ class ParserCatalog:
                 matches += self._event_row_matches(text, matches)
         except Exception:  # regex engine edge cases must not stop an analysis
             return []
-        out: list[Observation] = []
+        out: list[Fact] = []
         origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
         launcher_host = self.origin(line).get("host") if ctx is not None else None
         cluster = rec.node == CLUSTER_NODE
@@ -760,24 +764,24 @@ class ParserCatalog:
                 one = attrs
                 if host != rec.node:
                     one = {**attrs, "logged_on": rec.node}
-                try:
-                    out.append(
-                        Observation(
-                            kind=p.spec.kind,
-                            node=host,
-                            time=when,
-                            time_quality=quality,
-                            time_latest=latest,
-                            excerpt=_trim(draft.get("excerpt") or line),
-                            source=rec.source,
-                            locator=rec.locator,
-                            parser=p.spec.id,
-                            attrs=one,
-                            **draft["fields"],
-                        )
+                out.append(
+                    Fact(
+                        p.spec.kind,
+                        host,
+                        when,
+                        quality,
+                        latest,
+                        _trim(draft.get("excerpt") or line),
+                        rec.source,
+                        rec.locator,
+                        p.spec.id,
+                        one,
+                        draft["fields"],
+                        rec.count,
+                        rec.time_last,
+                        rec.locator_last,
                     )
-                except Exception:  # a value that does not fit the model: drop this match only
-                    continue
+                )
         return out
 
     def normalize_samples(
@@ -786,10 +790,10 @@ class ParserCatalog:
         return self._metrics.normalize(samples, ctx)
 
     def normalize(self, raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
-        """All records and samples, time-ordered (unknown last); a line read twice counts once."""
+        """All records and samples, time-ordered (unknown last); a line read twice counts once;
+        a repeated fact is one observation (`fold`: count, first and last time and locator)."""
         seen: set[tuple[str, str, str]] = set()
-        out: list[Observation] = []
-        per_record: list[tuple[RawRecord, list[Observation]]] = []
+        per_record: list[tuple[RawRecord, list[Fact]]] = []
         # where each file stops (liveness, not a parsed event): the engine's silence test
         tails = [_tail_observation(r) for r in raw.tails]
         for r in raw.progress:  # each file's last progress line
@@ -802,10 +806,11 @@ class ParserCatalog:
             if key in seen:
                 continue
             seen.add(key)
-            per_record.append((rec, self.parse_record(rec, ctx)))
+            facts = self.facts(rec, ctx)
+            if facts:
+                per_record.append((rec, facts))
         relabelled = _relabel_by_origin(per_record, ctx, self.origin)
-        for _, obs in _follow_echoes(relabelled, ctx):
-            out.extend(obs)
+        out = fold(f for _, facts in _follow_echoes(relabelled, ctx) for f in facts)
         out.extend(self.normalize_samples(raw.samples, ctx))
         out.extend(tails)
         out.sort(key=_sort_key)

@@ -352,6 +352,8 @@ class RuleEngine:
             origin = str(obs.attrs.get("origin") or "").lower()
             tol = self.tuning.metric_tolerance_seconds if origin in METRIC_ORIGINS else 0.0
             lo, hi = self._bounds(obs, t, ctx)
+            if obs.time_last is not None:  # a repeated fact lasts until its last line
+                hi = max(hi, _utc(obs.time_last) or hi)
             (causes if rule.role == "cause" else symptoms).append(Item(obs, rule, t, tol, lo, hi))
         if unclassified:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(unclassified.items()))
@@ -750,9 +752,10 @@ class RuleEngine:
         for (_, _), its in groups.items():
             rep = its[0].rule.repeat
             assert rep is not None
-            if len(its) >= rep.min_count:
+            times = sum(it.obs.count for it in its)
+            if times >= rep.min_count:
                 notes.append(
-                    f"{render(rep.note, its[0].obs)} ({len(its)} times on {its[0].obs.node})"
+                    f"{render(rep.note, its[0].obs)} ({times} times on {its[0].obs.node})"
                 )
         return notes
 
@@ -1108,7 +1111,7 @@ class RuleEngine:
                 key = (role, o.node, o.kind, o.gpu, o.pci, o.code)
                 if key in folded:
                     link, first = folded[key]
-                    folded[key] = (link.model_copy(update={"count": link.count + 1}), first)
+                    folded[key] = (link.model_copy(update={"count": link.count + o.count}), first)
                     continue
                 t_lo, t_hi = shown[id(it)]
                 folded[key] = (
@@ -1123,6 +1126,7 @@ class RuleEngine:
                         gpu=o.gpu,
                         pci=o.pci,
                         port=o.port,
+                        count=o.count,
                         time_quality=o.time_quality,
                     ),
                     it,
@@ -1369,6 +1373,9 @@ def _evidence(o: Observation, it: Item | None = None) -> Evidence:
         node=o.node,
         excerpt=o.excerpt,
         time_latest=latest,
+        count=o.count,
+        time_last=o.time_last,
+        locator_last=o.locator_last.render() if o.locator_last is not None else None,
     )
 
 
