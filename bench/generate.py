@@ -207,8 +207,9 @@ def generate(out: Path, nodes: int, lines: int, bad_index: int = 17, seed: int =
 # `scale` multiplies the default size (1.0: what `make bench` runs); sizes stay configurable.
 
 
-def _context(out: Path, job: str, names: list[str], end: datetime, expected: dict,
-             start: datetime = START) -> None:
+def _context(
+    out: Path, job: str, names: list[str], end: datetime, expected: dict, start: datetime = START
+) -> None:
     ctx = {
         "job_id": job,
         "scheduler": "slurm",
@@ -224,10 +225,24 @@ def _context(out: Path, job: str, names: list[str], end: datetime, expected: dic
     (out / "context.json").write_text(json.dumps(ctx, indent=2) + "\n")
 
 
-def _kern_file(path: Path, host: str, seconds: int, per_second: int, tail: bytes,
-               rng: random.Random, begin: datetime = START) -> None:
-    write_file(path, lambda n: kern_template(host, per_second, rng, n), begin, seconds,
-               syslog_ts, tail, 120)
+def _kern_file(
+    path: Path,
+    host: str,
+    seconds: int,
+    per_second: int,
+    tail: bytes,
+    rng: random.Random,
+    begin: datetime = START,
+) -> None:
+    write_file(
+        path,
+        lambda n: kern_template(host, per_second, rng, n),
+        begin,
+        seconds,
+        syslog_ts,
+        tail,
+        120,
+    )
 
 
 def nccl_init_lines(host: str, node: int, nodes: int, comms: int, rng: random.Random) -> bytes:
@@ -245,13 +260,21 @@ def nccl_init_lines(host: str, node: int, nodes: int, comms: int, rng: random.Ra
             pfx = f"{host}:{4000 + lr}:{4100 + lr} [{lr}] NCCL INFO"
             ptr = 0x5581C2A0000 + rng.getrandbits(24)
             if c % 2:
-                out.append(f"{pfx} comm 0x{ptr:x} rank {rank} nRanks {nranks} nNodes "
-                           f"{max(1, nranks // 8)} localRanks 8 localRank {lr} MNNVL 0 - Init COMPLETE\n")
+                out.append(
+                    f"{pfx} comm 0x{ptr:x} rank {rank} nRanks {nranks} nNodes "
+                    f"{max(1, nranks // 8)} localRanks 8 localRank {lr} MNNVL 0 - Init COMPLETE\n"
+                )
             else:
-                out.append(f"{pfx} ncclCommInitRank comm 0x{ptr:x} rank {rank} nranks {nranks} "
-                           f"cudaDev {lr} nvmlDev {lr} busId {lr}b000 commId 0x{comm_id:016x} - Init COMPLETE\n")
+                out.append(
+                    f"{pfx} ncclCommInitRank comm 0x{ptr:x} rank {rank} nranks {nranks} "
+                    f"cudaDev {lr} nvmlDev {lr} busId {lr}b000 commId 0x{comm_id:016x}"
+                    " - Init COMPLETE\n"
+                )
             for ch in range(4):
-                out.append(f"{pfx} Channel {ch:02d}/0 : {lr}[{lr}] -> {(lr + 1) % 8}[{(lr + 1) % 8}] via P2P/CUMEM/read\n")
+                out.append(
+                    f"{pfx} Channel {ch:02d}/0 : {lr}[{lr}] -> {(lr + 1) % 8}[{(lr + 1) % 8}]"
+                    " via P2P/CUMEM/read\n"
+                )
             out.append(f"{pfx} Connected all rings\n")
             out.append(f"{pfx} Connected all trees\n")
     return "".join(out).encode()
@@ -271,7 +294,9 @@ def gen_nccl_init(out: Path, scale: float = 1.0, seed: int = 11) -> Path:
     for i, host in enumerate(names):
         d = out / "logs" / host
         d.mkdir(parents=True, exist_ok=True)
-        _kern_file(d / "kern.log", host, 600, 4, cause_kern(host, fail_at) if host == bad else b"", rng)
+        _kern_file(
+            d / "kern.log", host, 600, 4, cause_kern(host, fail_at) if host == bad else b"", rng
+        )
         with open(d / "app.log", "wb") as fh:
             fh.write(iso_ts(START) + b",000 INFO train.py:80 initializing process groups\n")
             fh.write(nccl_init_lines(host, i, nodes, comms, rng))
@@ -281,8 +306,13 @@ def gen_nccl_init(out: Path, scale: float = 1.0, seed: int = 11) -> Path:
             for s in range(60, app_secs):
                 fh.write(body.replace(TS, iso_ts(START + timedelta(seconds=s))))
             fh.write(tail)
-    _context(out, f"nccl-init-{nodes}", names, fail_at + timedelta(seconds=150),
-             {"category": "gpu.lost", "node": bad})
+    _context(
+        out,
+        f"nccl-init-{nodes}",
+        names,
+        fail_at + timedelta(seconds=150),
+        {"category": "gpu.lost", "node": bad},
+    )
     return out
 
 
@@ -305,15 +335,30 @@ def gen_xid_storm(out: Path, scale: float = 1.0, seed: int = 12) -> Path:
             for k in range(storm):
                 t = storm_at + timedelta(seconds=k // per_sec)
                 up = 612000 + k / per_sec
-                lines.append(syslog_ts(t) + f" {host} kernel: [{up:.6f}] NVRM: Xid (PCI:0000:91:00): "
-                             "95, pid=7062, Uncontained: LTC TAG (0x2,0x0). RST: Yes, D-RST: No\n".encode())
+                lines.append(
+                    syslog_ts(t)
+                    + f" {host} kernel: [{up:.6f}] NVRM: Xid (PCI:0000:91:00): "
+                    "95, pid=7062, Uncontained: LTC TAG (0x2,0x0). RST: Yes, D-RST: No\n".encode()
+                )
             tail = b"".join(lines)
         _kern_file(d / "kern.log", host, 2400, 8, tail, rng)
         app_secs = int(FAIL_AFTER.total_seconds())
-        write_file(d / "app.log", lambda n, host=host: app_template(host, 8, rng, n), START,
-                   app_secs, iso_ts, symptom_app(host, i * 8 + 3, fail_at + timedelta(seconds=30), ""), 300)
-    _context(out, "xid-storm", names, fail_at + timedelta(seconds=150),
-             {"category": "gpu.memory", "node": bad})
+        write_file(
+            d / "app.log",
+            lambda n, host=host: app_template(host, 8, rng, n),
+            START,
+            app_secs,
+            iso_ts,
+            symptom_app(host, i * 8 + 3, fail_at + timedelta(seconds=30), ""),
+            300,
+        )
+    _context(
+        out,
+        "xid-storm",
+        names,
+        fail_at + timedelta(seconds=150),
+        {"category": "gpu.memory", "node": bad},
+    )
     return out
 
 
@@ -328,8 +373,15 @@ def gen_watchdog(out: Path, scale: float = 1.0, seed: int = 13) -> Path:
     for i, host in enumerate(names):
         d = out / "logs" / host
         d.mkdir(parents=True, exist_ok=True)
-        _kern_file(d / "kern.log", host, 300, 2, cause_kern(host, fail_at) if host == bad else b"",
-                   rng, begin=fail_at - timedelta(seconds=290))
+        _kern_file(
+            d / "kern.log",
+            host,
+            300,
+            2,
+            cause_kern(host, fail_at) if host == bad else b"",
+            rng,
+            begin=fail_at - timedelta(seconds=290),
+        )
         parts = []
         body = app_template(host, 4, rng, False)
         for s in range(240):
@@ -337,8 +389,13 @@ def gen_watchdog(out: Path, scale: float = 1.0, seed: int = 13) -> Path:
         for lr in range(8):
             parts.append(symptom_app(host, i * 8 + lr, fail_at + timedelta(seconds=30 + lr), bad))
         (d / "app.log").write_bytes(b"".join(parts))
-    _context(out, f"watchdog-{nodes * 8}", names, fail_at + timedelta(seconds=150),
-             {"category": "gpu.lost", "node": bad})
+    _context(
+        out,
+        f"watchdog-{nodes * 8}",
+        names,
+        fail_at + timedelta(seconds=150),
+        {"category": "gpu.lost", "node": bad},
+    )
     return out
 
 
@@ -356,18 +413,37 @@ def gen_week(out: Path, scale: float = 1.0, seed: int = 14) -> Path:
     for i, host in enumerate(names):
         d = out / "logs" / host
         d.mkdir(parents=True, exist_ok=True)
-        _kern_file(d / "kern.log", host, 600, 2, cause_kern(host, fail_at) if host == bad else b"",
-                   rng, begin=fail_at - timedelta(seconds=600))
+        _kern_file(
+            d / "kern.log",
+            host,
+            600,
+            2,
+            cause_kern(host, fail_at) if host == bad else b"",
+            rng,
+            begin=fail_at - timedelta(seconds=600),
+        )
         with open(d / "app.log", "wb", buffering=1 << 20) as fh:
             tmpl = b"".join(
                 b"@TS@,%03d INFO train.py:212 [rank%d] step=@STEP@ loss=2.31%02d lr=3.0e-04 "
-                b"tokens/s=10%04d grad_norm=0.8%02d\n" % (r * 7, i * ranks + r, r, rng.randint(0, 9999), r)
-                for r in range(ranks))
+                b"tokens/s=10%04d grad_norm=0.8%02d\n"
+                % (r * 7, i * ranks + r, r, rng.randint(0, 9999), r)
+                for r in range(ranks)
+            )
             for s in range(secs):
-                fh.write(tmpl.replace(TS, iso_ts(start + timedelta(seconds=s))).replace(b"@STEP@", b"%d" % s))
+                fh.write(
+                    tmpl.replace(TS, iso_ts(start + timedelta(seconds=s))).replace(
+                        b"@STEP@", b"%d" % s
+                    )
+                )
             fh.write(symptom_app(host, i * ranks, fail_at + timedelta(seconds=30), bad))
-    _context(out, "week", names, fail_at + timedelta(seconds=150),
-             {"category": "gpu.lost", "node": bad}, start=start)
+    _context(
+        out,
+        "week",
+        names,
+        fail_at + timedelta(seconds=150),
+        {"category": "gpu.lost", "node": bad},
+        start=start,
+    )
     return out
 
 
@@ -375,7 +451,6 @@ def gen_long_lines(out: Path, scale: float = 1.0, seed: int = 15) -> Path:
     """Today's shape on 8 nodes, plus single lines of several MB in every app.log (a config
     dump, a tensor print): 6 lines of 4 MB per node at scale 1."""
     generate(out, 8, int(200_000 * scale), bad_index=3, seed=seed)
-    rng = random.Random(seed)
     for d in sorted((out / "logs").iterdir()):
         app = d / "app.log"
         data = app.read_bytes()

@@ -87,447 +87,55 @@ import argparse
 import functools
 import re
 import sys
-import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor, MetricSample, RawEvidence, RawRecord
-from attribution_dagster.core.formats.timestamps import load_zone
-from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
+from attribution_dagster.core.hosts import CLUSTER_NODE
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import OBSERVATION_KINDS, Observation
-from attribution_dagster.rules.decode_fields import DECODER_ATTRS, DECODERS, strip_prefix
+from attribution_dagster.rules.catalog_specs import (  # noqa: F401 - re-exported
+    _FIELD_TYPES,
+    _LEAD_STAMP,
+    CATALOG_PATH,
+    EXCERPT_MAX,
+    MATCH_MAX,
+    ORIGIN_KEYS,
+    AnchorSpec,
+    CatalogError,
+    ExampleSpec,
+    OriginExample,
+    OriginSpec,
+    ParserSpec,
+)
+from attribution_dagster.rules.decode_fields import DECODER_ATTRS
 from attribution_dagster.rules.facts import Fact, fold
-from attribution_dagster.rules.engine.liveness import learn_ranks
+from attribution_dagster.rules.matcher import (  # noqa: F401 - re-exported
+    Parser,
+    _convert,
+    _group,
+    _HyperscanDispatch,
+    _inline_time,
+    _joined,
+)
+from attribution_dagster.rules.origins import (  # noqa: F401 - re-exported
+    _NCCL_ORIGIN,
+    _follow_echoes,
+    _index,
+    _relabel_by_origin,
+    _resolve_host,
+    _task_ids,
+)
 from attribution_dagster.rules.parse_metrics import (
     MetricExample,
     MetricNormalizer,
     MetricSpec,
-    normalize_pci,
 )
 
-CATALOG_PATH = Path(__file__).with_name("parsers.yaml")
-EXCERPT_MAX = 300
-# Regexes see at most this many characters of a line (and of each continuation line): the
-# facts parsers read sit near the start, and it bounds the cost of adversarial long lines.
-MATCH_MAX = 4096
-_FIELD_TYPES = {"gpu": "int", "code": "int", "pci": "pci", "port": "str", "peer": "str"}
-
-
-class CatalogError(ValueError):
-    """parsers.yaml is malformed; the message names the parser and the field."""
-
-
-class AnchorSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    literal: str = Field(min_length=3)
-    context_after: int = Field(default=0, ge=0, le=40)
-
-
-class ExampleSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    line: str
-    context: list[str] = Field(default_factory=list)  # continuation lines (context_after)
-    node: str = "node-a"
-    nodes: list[str] = Field(default_factory=lambda: ["node-a", "node-b", "node-c"])
-    expect: dict[str, Any] | None  # None: this parser must not fire on the line
-
-
-class ParserSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    id: str
-    kind: str
-    description: str = ""
-    anchors: list[AnchorSpec] = Field(min_length=1)
-    regex: str
-    fields: dict[str, str] = Field(default_factory=dict)
-    attrs: dict[str, str] = Field(default_factory=dict)
-    const: dict[str, Any] = Field(default_factory=dict)
-    decoder: str | None = None
-    group: str | None = None
-    node_from: str | None = None
-    strip_prefix: bool = False  # match after timestamp / host / srun / torchrun prefixes
-    # the scanner keeps only the last line per file holding one of its anchors (progress)
-    last_only: bool = False
-    # a message split over lines (NVRM prints some over several `NVRM:` lines): continuation
-    # lines (context_after) whose text after the line prefix starts with this tag are joined,
-    # tag removed, to the first line before the regex runs
-    join: str | None = None
-    # an attr holding the event's own ISO time (slurmstepd `CANCELLED AT <time>`): it becomes
-    # the observation's exact time when the line itself carried none
-    time_from: str | None = None
-    examples: list[ExampleSpec] = Field(min_length=1)
-
-    @field_validator("anchors", mode="before")
-    @classmethod
-    def _anchors(cls, v: Any) -> Any:
-        return [{"literal": a} if isinstance(a, str) else a for a in v]
-
-
-class OriginExample(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    line: str
-    expect: dict[str, Any]  # host / rank / task / local_rank the line's prefixes name
-
-
-class OriginSpec(BaseModel):
-    """A launcher prefix naming where a line came from (parsers.yaml `origins:`)."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: str
-    description: str = ""
-    regex: str
-    examples: list[OriginExample] = Field(min_length=1)
-
-    @field_validator("regex")
-    @classmethod
-    def _groups(cls, v: str) -> str:
-        try:
-            rx = re.compile(v)
-        except re.error as e:
-            raise ValueError(f"bad regex: {e}") from e
-        unknown = set(rx.groupindex) - set(ORIGIN_KEYS)
-        if unknown:
-            raise ValueError(f"groups must be among {ORIGIN_KEYS}, got {sorted(rx.groupindex)}")
-        return v
-
-
-ORIGIN_KEYS = ("host", "rank", "task", "local_rank")
-# a timestamp before the launcher prefixes (the files scanner keeps the raw line)
-_LEAD_STAMP = re.compile(
-    r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+-]\d\d:?\d\d)?"
-    r"|\[(?:\d|[A-Z][a-z]{2} )[^\]]{0,40}\])\s{1,4}"
-)
-
-
-def _inline_time(value: Any, ctx: ExecutionContext | None) -> datetime | None:
-    """An ISO time written inside a line; naive times are in the case's log timezone."""
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=load_zone(ctx.log_timezone) if ctx is not None else timezone.utc)
-    return t.astimezone(timezone.utc)
-
-
-def _convert(value: str | None, typ: str) -> Any:
-    if value is None:
-        return None
-    try:
-        if typ == "int":
-            return int(value)
-        if typ == "hexint":
-            return int(value, 16)
-        if typ == "float":
-            return float(value)
-        if typ == "pci":
-            return normalize_pci(value, short=True)
-        if typ == "bdf":
-            return normalize_pci(value, short=False)
-        if typ == "lower":
-            return value.strip().lower()
-        if typ == "ibport":  # NCCL's `mlx5_3:1` -> `mlx5_3/1`, as node_exporter's device/port
-            return value.strip().replace(":", "/")
-        if typ == "bool":
-            # a group that matched says "yes" (`(?P<fd>failure detected by watchdog)`), unless
-            # its text is itself a false word
-            return value.strip().lower() not in ("0", "false", "no", "off")
-    except (ValueError, OverflowError):
-        return None
-    v = value.strip()
-    return v or None
-
-
-_DMESG_STAMP = re.compile(r"^\s{0,4}\[\s{0,12}\d{1,12}\.\d{1,9}\]\s?")
-
-
-def _joined(line: str, text: str, tag: str) -> str:
-    """The first line plus the continuation lines that carry the same message tag."""
-    parts = [line]
-    for cont in text.split("\n")[1:]:
-        body = strip_prefix(cont)
-        body = _DMESG_STAMP.sub("", body, count=1).lstrip()
-        if not body.startswith(tag):
-            break
-        parts.append(body[len(tag) :].strip())
-    return " ".join(parts)
-
-
-def _group(groups: dict[str, str | None], name: str) -> str | None:
-    """A named group's value; `a|b` names alternatives (regex branches), the first set wins."""
-    if "|" not in name:
-        return groups.get(name)
-    for g in name.split("|"):
-        if groups.get(g) is not None:
-            return groups[g]
-    return None
-
-
-class Parser:
-    """One compiled catalog entry."""
-
-    __slots__ = ("spec", "index", "rx", "fields", "attrs", "decoder", "group_names")
-
-    def __init__(self, spec: ParserSpec, index: int):
-        if spec.kind not in OBSERVATION_KINDS:
-            raise CatalogError(f"parser {spec.id}: kind {spec.kind!r} is not in OBSERVATION_KINDS")
-        try:
-            self.rx = re.compile(spec.regex)
-        except re.error as e:
-            raise CatalogError(f"parser {spec.id}: bad regex: {e}") from e
-        if spec.decoder and spec.decoder not in DECODERS:
-            raise CatalogError(f"parser {spec.id}: unknown decoder {spec.decoder!r}")
-        self.group_names = set(self.rx.groupindex)
-        self.fields = [
-            self._mapping(spec, f, m, default=_FIELD_TYPES.get(f)) for f, m in spec.fields.items()
-        ]
-        self.attrs = [self._mapping(spec, a, m, default="str") for a, m in spec.attrs.items()]
-        for f, _, _ in self.fields:
-            if f not in _FIELD_TYPES:
-                raise CatalogError(f"parser {spec.id}: unknown field {f!r}")
-        if spec.node_from and not set(spec.node_from.split("|")) <= self.group_names:
-            raise CatalogError(f"parser {spec.id}: node_from group {spec.node_from!r} not in regex")
-        self.spec, self.index = spec, index
-        self.decoder = DECODERS[spec.decoder] if spec.decoder else None
-
-    def _mapping(
-        self, spec: ParserSpec, key: str, m: str, default: str | None
-    ) -> tuple[str, str, str]:
-        group, _, typ = m.partition(":")
-        if not set(group.split("|")) <= self.group_names:  # "a|b": the first that matched
-            raise CatalogError(f"parser {spec.id}: {key} maps to missing group {group!r}")
-        return key, group, typ or default or "str"
-
-    def match(self, line: str, text: str) -> dict[str, Any] | None:
-        """A draft (fields, attrs, node_host, excerpt) or None."""
-        if self.spec.join and "\n" in text:
-            line = _joined(line, text, self.spec.join)
-        m = self.rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
-        if m is None:
-            return None
-        groups = m.groupdict()
-        fields: dict[str, Any] = {}
-        for key, group, typ in self.fields:
-            val = _convert(_group(groups, group), typ)
-            if val is not None:
-                fields[key] = val
-        attrs: dict[str, Any] = dict(self.spec.const)
-        for key, group, typ in self.attrs:
-            val = _convert(_group(groups, group), typ)
-            if val is not None:
-                attrs[key] = val
-        draft: dict[str, Any] = {"fields": fields, "attrs": attrs}
-        if self.spec.node_from:
-            draft["node_host"] = _group(groups, self.spec.node_from)
-        if self.decoder is not None:
-            try:
-                if not self.decoder(groups, text, draft):
-                    return None
-            except Exception:  # a decoder bug must not stop an analysis; keep the bare match
-                draft["attrs"]["decode_failed"] = True
-        return draft
-
-
-class _HyperscanDispatch:
-    """Which anchors a line holds, in one hyperscan pass (5x the plain `in` loop).
-
-    Optional: without hyperscan (or on any hyperscan error) the catalog uses `in` tests.
-    Scratch space is per thread, as hyperscan requires.
-    """
-
-    def __init__(self, hs: Any, db: Any):
-        self._hs, self._db, self._local = hs, db, threading.local()
-
-    @classmethod
-    def build(cls, literals: list[str]) -> _HyperscanDispatch | None:
-        try:
-            import hyperscan
-        except ImportError:
-            return None
-        try:
-            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            db.compile(
-                expressions=[re.escape(lit).encode() for lit in literals],
-                ids=list(range(len(literals))),
-                flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(literals),
-            )
-        except Exception:
-            return None
-        return cls(hyperscan, db)
-
-    @staticmethod
-    def _on_match(i: int, _from: int, _to: int, _flags: int, found: set[int]) -> None:
-        found.add(i)
-
-    def present(self, line: str) -> set[int] | None:
-        """Indexes of anchors present in the line, or None to fall back to `in` tests."""
-        scratch = getattr(self._local, "scratch", None)
-        try:
-            if scratch is None:
-                scratch = self._local.scratch = self._hs.Scratch(self._db)
-            found: set[int] = set()
-            self._db.scan(
-                line.encode("utf-8", "surrogatepass"),
-                match_event_handler=self._on_match,
-                context=found,
-                scratch=scratch,
-            )
-            return found
-        except Exception:
-            return None
-
-
-def _index(ctx: ExecutionContext) -> NodeIndex:
-    return NodeIndex.cached(ctx)
-
-
-def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
-    """The ctx node a host string names (nodes.NodeIndex: exact, FQDN/short, case, port,
-    IPs and aliases from ctx.node_addresses, a job pod's name), else None."""
-    if not host or ctx is None:
-        return None
-    return _index(ctx).resolve(host)
-
-
-# NCCL's debug prefix `host:pid:tid [cudaDev]` says which host (and CUDA device) emitted the
-# line, whatever the line then reports (`mlp-n03:2211409:2213001 [5] include/alloc.h:193 NCCL
-# WARN Cuda failure 'uncorrectable ECC error encountered'`). Up to ~120 characters of timestamp /
-# srun / ray prefixes may precede it.
-_NCCL_ORIGIN = re.compile(
-    r"^.{0,120}?(?<![\w.:-])(?P<host>[A-Za-z][\w.-]{0,63}):\d{1,10}:\d{1,10} \[(?P<dev>\d{1,3})\] "
-)
-
-
-def _task_ids(spec: str) -> set[int]:
-    """srun task lists: `3`, `0-7`, `0,2-3`, `[0-7]` (at most 4096 ids)."""
-    out: set[int] = set()
-    for part in spec.strip("[]").split(","):
-        lo, _, hi = part.strip("[] ").partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            continue
-        a, b = int(lo), int(hi) if hi else int(lo)
-        if b < a or b - a > 4096:
-            continue
-        out.update(range(a, b + 1))
-    return out
-
-
-def _relabel_by_origin(
-    per_record: list[tuple[RawRecord, list[Fact]]],
-    ctx: ExecutionContext | None,
-    origin_of: Any,
-) -> list[tuple[RawRecord, list[Fact]]]:
-    """Launcher labels that name a rank or an srun task, not a host (parsers.yaml `origins`).
-
-    srun gathers every task's output into one file on the batch host (`slurm-<job>.out`), each
-    line labelled `N: ` (srun --label); torchrun and mpirun label each line with the global
-    rank (`[rank7]:`, `[1,7]<stderr>:`). The file's node is then not where the line came from.
-    A task is resolved per file (`srun: error: <host>: task N: ...`, or a labelled line naming
-    its host, e.g. NCCL `N: host:pid:tid`), a rank job-wide (the world communicator's NCCL init
-    lines, or a rank-labelled line naming its host). A labelled observation is moved to that
-    host, with attrs.logged_on = the node whose log held it. A task or rank claimed by two hosts
-    is left alone; a rank that resolves wins over the srun task around it."""
-    if ctx is None:
-        return per_record
-    tasks: dict[str, dict[int, str | None]] = {}
-    ranks: dict[int, str | None] = dict(learn_ranks(ctx, (o for _, obs in per_record for o in obs)))
-    origins: list[dict[str, Any]] = []
-
-    def claim(table: dict[int, str | None], key: int, node: str) -> None:
-        table[key] = node if table.get(key, node) == node else None
-
-    for rec, obs in per_record:
-        origin = origin_of(rec.text) if obs else {}
-        origins.append(origin)
-        path = rec.locator.stream
-        for o in obs:
-            if o.node not in ctx.nodes:
-                continue
-            spec = o.attrs.get("tasks")
-            if isinstance(spec, str) and o.attrs.get("host") is not None:
-                if _resolve_host(str(o.attrs["host"]), ctx):
-                    for t in _task_ids(spec):
-                        claim(tasks.setdefault(path, {}), t, o.node)
-            elif "logged_on" in o.attrs and "host" not in origin:
-                if "task" in origin:
-                    claim(tasks.setdefault(path, {}), origin["task"], o.node)
-                if "rank" in origin:
-                    claim(ranks, origin["rank"], o.node)
-    if not any(tasks.values()) and not any(ranks.values()):
-        return per_record
-    out: list[tuple[RawRecord, list[Fact]]] = []
-    for (rec, obs), origin in zip(per_record, origins, strict=True):
-        host, label = None, {}
-        if "rank" in origin and ranks.get(origin["rank"]):
-            host, label = ranks[origin["rank"]], {"launcher_rank": origin["rank"]}
-        elif "task" in origin:
-            table = tasks.get(rec.locator.stream) or {}
-            host, label = table.get(origin["task"]), {"srun_task": origin["task"]}
-        if "host" in origin or host is None or host == rec.node:
-            out.append((rec, obs))
-            continue
-        moved = [
-            o
-            if "logged_on" in o.attrs or o.node != rec.node
-            else o.moved(host, {**o.attrs, "logged_on": rec.node, **label})
-            for o in obs
-        ]
-        out.append((rec, moved))
-    return out
-
-
-_ECHO_LINES = 40  # an echo follows (or precedes) the host-named line closely
-
-
-def _follow_echoes(
-    per_record: list[tuple[RawRecord, list[Fact]]], ctx: ExecutionContext | None
-) -> list[tuple[RawRecord, list[Fact]]]:
-    """In a file that mixes several hosts' output, a host-less line that repeats a host-named
-    line's event (same parser, same file, same known time, within a few lines) is that event's
-    echo: NCCL's `node-b:pid:tid [5] NCCL WARN Cuda failure 'uncorrectable ECC error encountered'`
-    followed by the rank's `DistBackendError ... Last error: Cuda failure 'uncorrectable ECC error
-    encountered'`. The echo moves to the named host (attrs.logged_on = the file's node) when
-    exactly one host was named nearby."""
-    if ctx is None:
-        return per_record
-    named: dict[tuple[str, str, Any], list[tuple[int, str]]] = {}
-    for rec, obs in per_record:
-        path, line = rec.locator.stream, rec.locator.position
-        for o in obs:
-            if (
-                line is not None
-                and o.time is not None
-                and o.attrs.get("logged_on") == rec.node
-                and o.node != rec.node
-                and o.node in ctx.nodes
-            ):
-                named.setdefault((path, o.parser, o.time), []).append((line, o.node))
-    if not named:
-        return per_record
-    out: list[tuple[RawRecord, list[Fact]]] = []
-    for rec, obs in per_record:
-        path, line = rec.locator.stream, rec.locator.position
-        moved = []
-        for o in obs:
-            near = named.get((path, o.parser, o.time)) if line is not None else None
-            hosts = {h for ln, h in near or [] if abs(ln - line) <= _ECHO_LINES}  # type: ignore[operator]
-            if len(hosts) == 1 and o.node == rec.node and "logged_on" not in o.attrs:
-                host = next(iter(hosts))
-                o = o.moved(host, {**o.attrs, "logged_on": rec.node})
-            moved.append(o)
-        out.append((rec, moved))
-    return out
-
-
-# what marks an observation as an Event's, and times it
 _EVENT_TAG = ("event_reason", "event_type", "object", "first_seen")
 
 
@@ -954,125 +562,11 @@ def load_catalog(path: Path | None = None) -> ParserCatalog:
     return _cached(str((path or CATALOG_PATH).resolve()))
 
 
-# --- docs ------------------------------------------------------------------------------------
-
-
-def _md_escape(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
-
-
 def markdown(catalog: ParserCatalog | None = None) -> str:
-    """docs/parsers.md, generated from the catalog so the two never drift."""
-    cat = catalog or load_catalog()
-    lines = [
-        "# Parser catalog",
-        "",
-        "Generated by `python -m attribution_dagster.rules.parsers --markdown` from",
-        "`attribution_dagster/rules/parsers.yaml`; do not edit by hand.",
-        "",
-        "Every observation carries `kind`, `node`, `time`, `time_quality`, `excerpt`, `source`,",
-        "`locator`, `parser`, and where the line says so `gpu`, `pci`, `port`, `peer`, `code`.",
-        "`attrs.logged_on` is set when the line names another job node than the one whose log",
-        "held it (the observation's `node` is then the named host); it is `*cluster*` for a line",
-        "of a cluster-level source (slurmctld.log, events), which goes to the job node it names.",
-        "Metric observations carry",
-        "`attrs.origin`, `attrs.metric`, `attrs.value` (and `attrs.delta` for counters).",
-        "",
-        "## Kinds and the parsers that produce them",
-        "",
-        "| kind | meaning | parsers | attrs |",
-        "| --- | --- | --- | --- |",
-    ]
-    rows = cat.describe()
-    for kind, meaning in OBSERVATION_KINDS.items():
-        mine = [r for r in rows if kind in r["kind"].split(" / ")]
-        attrs: set[str] = set()
-        for r in mine:
-            attrs |= set(r.get("attrs") or [])
-            if r["type"] == "metric":
-                attrs |= {"origin", "metric", "value"}
-            for ex in r["examples"]:
-                expects = ex.get("expect") or []
-                for exp in expects if isinstance(expects, list) else [expects]:
-                    attrs |= set((exp.get("attrs") or {}).keys())
-        ids = ", ".join(f"`{r['id']}`" for r in mine) or "-"
-        attr_txt = ", ".join(sorted(attrs)) or "-"
-        lines.append(f"| `{kind}` | {_md_escape(meaning)} | {ids} | {attr_txt} |")
-    lines += ["", "## Log-line parsers", ""]
-    for r in rows:
-        if r["type"] != "log":
-            continue
-        lines += [f"### `{r['id']}` -> `{r['kind']}`", ""]
-        if r["description"]:
-            lines += [r["description"].strip(), ""]
-        lines.append("- anchors: " + ", ".join(f"`{a}`" for a in r["anchors"]))
-        if r["fields"]:
-            lines.append("- fields: " + ", ".join(f"`{f}`" for f in r["fields"]))
-        attrs = set(r["attrs"])
-        for ex in r["examples"]:
-            if ex.get("expect"):
-                attrs |= set((ex["expect"].get("attrs") or {}).keys())
-        if attrs:
-            lines.append("- attrs: " + ", ".join(f"`{a}`" for a in sorted(attrs)))
-        if r["decoder"]:
-            lines.append(f"- decoder: `{r['decoder']}`")
-        if r["group"]:
-            lines.append(f"- group: `{r['group']}` (first match in the group wins)")
-        lines += ["", "Examples:", ""]
-        for ex in r["examples"]:
-            lines.append("```")
-            lines.append(ex["line"])
-            lines.extend(ex.get("context") or [])
-            lines.append("```")
-            exp = ex.get("expect")
-            lines.append(f"-> `{exp}`" if exp is not None else "-> no observation from this parser")
-            lines.append("")
-    lines += ["## Metric parsers", ""]
-    for r in rows:
-        if r["type"] != "metric":
-            continue
-        lines += [
-            f"### `{r['id']}` -> `{r['kind']}`",
-            "",
-            r["description"].strip(),
-            "",
-            "- metrics: " + ", ".join(f"`{m}`" for m in r["metrics"]),
-            f"- mode: `{r['mode']}`",
-            "- attrs: " + ", ".join(f"`{a}`" for a in r["attrs"]),
-            "",
-            "Examples (one sample per second):",
-            "",
-        ]
-        for ex in r["examples"]:
-            labels = ",".join(f'{k}="{v}"' for k, v in ex["labels"].items())
-            values = ", ".join(f"{v:g}" for v in ex["values"])
-            lines += [
-                f"- `{r['metrics'][0]}{{{labels}}}` = {values} -> `{ex['expect']}`",
-            ]
-        lines.append("")
-    lines += [
-        "## Launcher prefixes (origins)",
-        "",
-        "A launcher that gathers many processes' output into one file prefixes each line with",
-        "its origin; the line is evidence about the node the prefix names (a host or IP through",
-        "`node_addresses` / `pods`, a global rank through the NCCL rank map, an srun task through",
-        "the file's `srun: error: <host>: task N` lines), with `attrs.logged_on` = the node whose",
-        "log held it. A parser's own host group and NCCL's `host:pid:tid [dev]` prefix come first.",
-        "",
-        "| id | names | example |",
-        "| --- | --- | --- |",
-    ]
-    for o in cat.origin_specs:
-        ex = o.examples[0]
-        names = ", ".join(f"{k}={v}" for k, v in ex.expect.items()) or "-"
-        lines.append(
-            f"| `{o.id}` | {_md_escape(o.description)} ({names}) | `{_md_escape(ex.line[:90])}` |"
-        )
-    lines.append("")
-    lines += ["## Lines that must produce nothing", ""]
-    for n in cat.noise:
-        lines += ["```", n, "```"]
-    return "\n".join(lines) + "\n"
+    """docs/parsers.md (rules/parsers_docs.py)."""
+    from attribution_dagster.rules.parsers_docs import markdown as _markdown
+
+    return _markdown(catalog)
 
 
 def main(argv: list[str] | None = None) -> int:
