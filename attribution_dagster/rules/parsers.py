@@ -535,7 +535,9 @@ def _example_ctx(nodes: list[str]) -> ExecutionContext:
 
 def _read(path: Path) -> ParserCatalog:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # libyaml's loader when built in (the catalog is read at every process start)
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
     except (OSError, yaml.YAMLError) as e:
         raise CatalogError(f"{path}: {e}") from e
     if not isinstance(data, dict):
