@@ -135,6 +135,7 @@ from attribution_dagster.rules.parse_metrics import (
     MetricNormalizer,
     MetricSpec,
 )
+from attribution_dagster.rules.parsers_docs import markdown as _markdown
 
 _EVENT_TAG = ("event_reason", "event_type", "object", "first_seen")
 
@@ -566,9 +567,7 @@ def load_catalog(path: Path | None = None) -> ParserCatalog:
 
 def markdown(catalog: ParserCatalog | None = None) -> str:
     """docs/parsers.md (rules/parsers_docs.py)."""
-    from attribution_dagster.rules.parsers_docs import markdown as _markdown
-
-    return _markdown(catalog)
+    return _markdown(catalog or load_catalog())
 
 
 def main(argv: list[str] | None = None) -> int:
