@@ -56,6 +56,7 @@ class RawRecord(BaseModel):
     count: int = Field(default=1, ge=1)
     time_last: datetime | None = None
     locator_last: Locator | None = None
+    text_last: str | None = None  # the last repeat as written (its own timestamps)
 
     @model_validator(mode="before")
     @classmethod

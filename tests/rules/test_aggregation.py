@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from attribution_dagster.core.evidence import RawEvidence, RawRecord
-from attribution_dagster.core.formats.scan import FileScanner, ScanSpec
+from attribution_dagster.core.formats.scan import FOLD_AFTER, FileScanner, ScanSpec
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.pipeline import analyze_case, catalog
 
@@ -37,13 +37,18 @@ def _storm(n: int) -> bytes:
 
 
 def test_scanner_folds_lines_that_differ_only_in_their_stamps() -> None:
-    res = FileScanner(_spec(True)).scan_bytes(_storm(50))
-    assert len(res.records) == 1
-    lineno, t, quality, text = res.records[0]
-    assert (lineno, t, quality) == (2, T0, "exact")
-    assert res.repeats[2] == [50, 2 + 2 * 49, T0 + timedelta(seconds=49)]
+    n = FOLD_AFTER + 50
+    res = FileScanner(_spec(True)).scan_bytes(_storm(n))
+    # the first FOLD_AFTER lines are kept as themselves, the rest fold into the last of them
+    assert len(res.records) == FOLD_AFTER
+    lineno, t, quality, _ = res.records[-1]
+    k = FOLD_AFTER - 1
+    assert (lineno, t, quality) == (2 + 2 * k, T0 + timedelta(seconds=k), "exact")
+    count, last, t_last, text_last = res.repeats[lineno]
+    assert (count, last, t_last) == (51, 2 + 2 * (n - 1), T0 + timedelta(seconds=n - 1))
+    assert f"[{612000 + n - 1}." in text_last
     # without folding every line is a record (what the unit tests of the scanner read)
-    assert len(FileScanner(_spec(False)).scan_bytes(_storm(50)).records) == 50
+    assert len(FileScanner(_spec(False)).scan_bytes(_storm(n)).records) == n
 
 
 def test_normalizer_folds_identical_facts_first_and_last_kept() -> None:

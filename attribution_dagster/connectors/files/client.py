@@ -262,6 +262,7 @@ class _Reader:
                         stream=job.path.name,
                         count=rep[0] if rep else 1,
                         time_last=rep[2] if rep else None,
+                        text_last=rep[3] if rep else None,
                         locator_last=FileLine.model_construct(
                             root=root, path=job.display, line=rep[1]
                         )

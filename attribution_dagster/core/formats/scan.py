@@ -64,6 +64,10 @@ _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
 # the part of a line that changes between repeats of one message: a dmesg uptime stamp
 _UPTIME = re.compile(r"\[\s{0,12}\d{1,12}\.\d{1,9}\]")
 FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: kept as lines)
+# a line is kept as itself its first FOLD_AFTER times in a file, then its repeats are folded
+# into the last one kept: ordinary repetition stays line for line (exports reproduce it),
+# storms (an XID logged 800,000 times) cost one record
+FOLD_AFTER = 64
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class FileScan:
     # progress line followed by more than PROGRESS_WINDOW bytes of other output in its block
     # is missed (an earlier one, or none, is reported: the engine then demotes less)
     progress: tuple[int, datetime | None, str, str] | None = None
-    # line number of a kept record -> [count, last line number, last time] of the lines that
+    # line number of a kept record -> [count, last line number, last time, last text] of the lines that
     # repeat it (ScanSpec.fold_repeats); absent for a line seen once
     repeats: dict[int, list] = field(default_factory=dict)
     lines: int = 0
@@ -277,7 +281,7 @@ class FileScanner:
         buf = self._buffer
         view = memoryview(buf)
         state = _State()
-        self._folds: dict[str, int] = {}  # stamp-less text -> line number of its first record
+        self._folds: dict[str, list[int]] = {}  # stamp-less text -> [last kept line, times kept]
         n = 0  # valid bytes in buf
         last_byte = 10
         try:
@@ -364,17 +368,19 @@ class FileScanner:
             if spec.fold_repeats and not need:
                 body = text[m.end() - s :] if (m is not None and quality == "exact") else text
                 key = _UPTIME.sub("", body[:160], count=1) + body[160:]
-                first = self._folds.get(key)
-                if first is not None:
-                    rep = res.repeats.get(first)
+                seen = self._folds.get(key)
+                if seen is not None and seen[1] >= FOLD_AFTER:
+                    rep = res.repeats.get(seen[0])
                     if rep is None:
-                        res.repeats[first] = [2, lineno, t]
+                        res.repeats[seen[0]] = [2, lineno, t, text]
                     else:
                         rep[0] += 1
-                        rep[1], rep[2] = lineno, t
+                        rep[1], rep[2], rep[3] = lineno, t, text
                     continue
-                if len(self._folds) < FOLD_KEYS_MAX:
-                    self._folds[key] = lineno
+                if seen is not None:
+                    seen[0], seen[1] = lineno, seen[1] + 1
+                elif len(self._folds) < FOLD_KEYS_MAX:
+                    self._folds[key] = [lineno, 1]
             record = [lineno, t, quality, text]
             res.records.append(record)  # type: ignore[arg-type]
             if need:
