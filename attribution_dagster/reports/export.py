@@ -25,7 +25,8 @@ written one after the other to `logs/<node>/<stream>`, with that time as an ISO 
 
 Not reproduced (NOT_REPRODUCED): the repeats of a line the scanner folded (a line
 repeated more than FOLD_AFTER times in one file, an XID storm: the first FOLD_AFTER and the
-last are written, so the chain's `x N` is smaller after re-analysis); the coverage's counts of what was read and not kept
+last are written, so the chain's `x N` is smaller after re-analysis); the coverage's
+counts of what was read and not kept
 (bytes, lines, files and metric samples read; hits and samples out of the window;
 cluster-level lines naming no job node; damaged lines: invalid UTF-8, overlong, binary),
 and so the note that counts damaged lines. Everything else of the result is the same:

@@ -106,8 +106,8 @@ class FileScan:
     # progress line followed by more than PROGRESS_WINDOW bytes of other output in its block
     # is missed (an earlier one, or none, is reported: the engine then demotes less)
     progress: tuple[int, datetime | None, str, str] | None = None
-    # line number of a kept record -> [count, last line number, last time, last text] of the lines that
-    # repeat it (ScanSpec.fold_repeats); absent for a line seen once
+    # line number of a kept record -> [count, last line number, last time, last text] of the
+    # lines that repeat it (ScanSpec.fold_repeats); absent for a line not folded
     repeats: dict[int, list] = field(default_factory=dict)
     lines: int = 0
     bytes: int = 0
