@@ -34,9 +34,11 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
-## Speed and memory against grep on a generated 64-node case, then quality (below).
+## Speed and memory against grep on a generated 64-node case, the issue-16 profiles against
+## a 6-term grep and cat (docs/performance.md), then quality (below).
 bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py
+	$(BIN)/python bench/profiles.py
 	$(BIN)/python bench/quality.py
 
 ## Quality per labelled set (held-out h*, real-threads, samples), through the Dagster per-job

@@ -202,14 +202,296 @@ def generate(out: Path, nodes: int, lines: int, bad_index: int = 17, seed: int =
     return out
 
 
+# --- profiles shaped like real logs at scale (issue 16) ----------------------------------------
+# Each writes a case with `context.json: expected` (the right answer) and returns its path.
+# `scale` multiplies the default size (1.0: what `make bench` runs); sizes stay configurable.
+
+
+def _context(
+    out: Path, job: str, names: list[str], end: datetime, expected: dict, start: datetime = START
+) -> None:
+    ctx = {
+        "job_id": job,
+        "scheduler": "slurm",
+        "cluster": "bench",
+        "state": "FAILED",
+        "exit_code": 1,
+        "start": start.isoformat().replace("+00:00", "Z"),
+        "end": end.isoformat().replace("+00:00", "Z"),
+        "nodes": names,
+        "gpu_model": "H100",
+        "expected": expected,
+    }
+    (out / "context.json").write_text(json.dumps(ctx, indent=2) + "\n")
+
+
+def _kern_file(
+    path: Path,
+    host: str,
+    seconds: int,
+    per_second: int,
+    tail: bytes,
+    rng: random.Random,
+    begin: datetime = START,
+) -> None:
+    write_file(
+        path,
+        lambda n: kern_template(host, per_second, rng, n),
+        begin,
+        seconds,
+        syslog_ts,
+        tail,
+        120,
+    )
+
+
+def nccl_init_lines(host: str, node: int, nodes: int, comms: int, rng: random.Random) -> bytes:
+    """NCCL_DEBUG=INFO communicator init of one node's 8 ranks: `comm 0x... rank R nRanks N
+    ... - Init COMPLETE` per rank and communicator (TP of 8, DP of `nodes`, the world), with
+    `Channel` and `Connected all rings` chatter, untimed as NCCL writes them."""
+    out = []
+    world = nodes * 8
+    for c in range(comms):
+        kind = c % 3
+        nranks = (8, nodes, world)[kind]
+        comm_id = rng.getrandbits(64)
+        for lr in range(8):
+            rank = (lr, node, node * 8 + lr)[kind]
+            pfx = f"{host}:{4000 + lr}:{4100 + lr} [{lr}] NCCL INFO"
+            ptr = 0x5581C2A0000 + rng.getrandbits(24)
+            if c % 2:
+                out.append(
+                    f"{pfx} comm 0x{ptr:x} rank {rank} nRanks {nranks} nNodes "
+                    f"{max(1, nranks // 8)} localRanks 8 localRank {lr} MNNVL 0 - Init COMPLETE\n"
+                )
+            else:
+                out.append(
+                    f"{pfx} ncclCommInitRank comm 0x{ptr:x} rank {rank} nranks {nranks} "
+                    f"cudaDev {lr} nvmlDev {lr} busId {lr}b000 commId 0x{comm_id:016x}"
+                    " - Init COMPLETE\n"
+                )
+            for ch in range(4):
+                out.append(
+                    f"{pfx} Channel {ch:02d}/0 : {lr}[{lr}] -> {(lr + 1) % 8}[{(lr + 1) % 8}]"
+                    " via P2P/CUMEM/read\n"
+                )
+            out.append(f"{pfx} Connected all rings\n")
+            out.append(f"{pfx} Connected all trees\n")
+    return "".join(out).encode()
+
+
+def gen_nccl_init(out: Path, scale: float = 1.0, seed: int = 11) -> Path:
+    """64 nodes; each app.log opens with `comms` communicators x 8 ranks of NCCL INFO init
+    (about 2,000 `Init COMPLETE` and 12,000 chatter lines per node at scale 1), then training
+    and the usual chatter; the cause: XID 79 on node-017."""
+    rng = random.Random(seed)
+    nodes = max(2, int(64 * min(scale, 1.0))) if scale < 1 else 64
+    comms = int(250 * scale)
+    names = [f"node-{i:03d}" for i in range(nodes)]
+    bad = names[min(17, nodes - 1)]
+    fail_at = START + FAIL_AFTER
+    app_secs = int(FAIL_AFTER.total_seconds())
+    for i, host in enumerate(names):
+        d = out / "logs" / host
+        d.mkdir(parents=True, exist_ok=True)
+        _kern_file(
+            d / "kern.log", host, 600, 4, cause_kern(host, fail_at) if host == bad else b"", rng
+        )
+        with open(d / "app.log", "wb") as fh:
+            fh.write(iso_ts(START) + b",000 INFO train.py:80 initializing process groups\n")
+            fh.write(nccl_init_lines(host, i, nodes, comms, rng))
+        tail = symptom_app(host, i * 8 + 3, fail_at + timedelta(seconds=30 + i % 5), bad)
+        with open(d / "app.log", "ab") as fh:
+            body = app_template(host, 20, rng, False)
+            for s in range(60, app_secs):
+                fh.write(body.replace(TS, iso_ts(START + timedelta(seconds=s))))
+            fh.write(tail)
+    _context(
+        out,
+        f"nccl-init-{nodes}",
+        names,
+        fail_at + timedelta(seconds=150),
+        {"category": "gpu.lost", "node": bad},
+    )
+    return out
+
+
+def gen_xid_storm(out: Path, scale: float = 1.0, seed: int = 12) -> Path:
+    """8 nodes; node-005's kern.log holds 800,000 lines (at scale 1) of one XID 95
+    (uncontained ECC, as in the NVSentinel report), then every rank times out."""
+    rng = random.Random(seed)
+    nodes, storm = 8, int(800_000 * scale)
+    names = [f"node-{i:03d}" for i in range(nodes)]
+    bad = names[5]
+    fail_at = START + FAIL_AFTER
+    storm_at = fail_at - timedelta(minutes=5)
+    for i, host in enumerate(names):
+        d = out / "logs" / host
+        d.mkdir(parents=True, exist_ok=True)
+        tail = b""
+        if host == bad:
+            per_sec = max(1, storm // 300)
+            lines = []
+            for k in range(storm):
+                t = storm_at + timedelta(seconds=k // per_sec)
+                up = 612000 + k / per_sec
+                lines.append(
+                    syslog_ts(t)
+                    + f" {host} kernel: [{up:.6f}] NVRM: Xid (PCI:0000:91:00): "
+                    "95, pid=7062, Uncontained: LTC TAG (0x2,0x0). RST: Yes, D-RST: No\n".encode()
+                )
+            tail = b"".join(lines)
+        _kern_file(d / "kern.log", host, 2400, 8, tail, rng)
+        app_secs = int(FAIL_AFTER.total_seconds())
+        write_file(
+            d / "app.log",
+            lambda n, host=host: app_template(host, 8, rng, n),
+            START,
+            app_secs,
+            iso_ts,
+            symptom_app(host, i * 8 + 3, fail_at + timedelta(seconds=30), ""),
+            300,
+        )
+    _context(
+        out,
+        "xid-storm",
+        names,
+        fail_at + timedelta(seconds=150),
+        {"category": "gpu.memory", "node": bad},
+    )
+    return out
+
+
+def gen_watchdog(out: Path, scale: float = 1.0, seed: int = 13) -> Path:
+    """8,192 ranks (1,024 nodes x 8) each logging its watchdog collective timeout, teardown
+    and ChildFailedError; the cause: XID 79 on node-0517. 2,048 small files."""
+    rng = random.Random(seed)
+    nodes = max(2, int(1024 * scale))
+    names = [f"node-{i:04d}" for i in range(nodes)]
+    bad = names[min(517, nodes - 1)]
+    fail_at = START + FAIL_AFTER
+    for i, host in enumerate(names):
+        d = out / "logs" / host
+        d.mkdir(parents=True, exist_ok=True)
+        _kern_file(
+            d / "kern.log",
+            host,
+            300,
+            2,
+            cause_kern(host, fail_at) if host == bad else b"",
+            rng,
+            begin=fail_at - timedelta(seconds=290),
+        )
+        parts = []
+        body = app_template(host, 4, rng, False)
+        for s in range(240):
+            parts.append(body.replace(TS, iso_ts(fail_at - timedelta(seconds=240 - s))))
+        for lr in range(8):
+            parts.append(symptom_app(host, i * 8 + lr, fail_at + timedelta(seconds=30 + lr), bad))
+        (d / "app.log").write_bytes(b"".join(parts))
+    _context(
+        out,
+        f"watchdog-{nodes * 8}",
+        names,
+        fail_at + timedelta(seconds=150),
+        {"category": "gpu.lost", "node": bad},
+    )
+    return out
+
+
+def gen_week(out: Path, scale: float = 1.0, seed: int = 14) -> Path:
+    """A week of step logging, one line per second per rank (2 nodes x 4 ranks at scale 1,
+    4.8 M lines); the cause at the end: XID 79 on node-001."""
+    rng = random.Random(seed)
+    nodes, ranks = 2, max(1, int(4 * scale))
+    days = 7
+    start = START - timedelta(days=days)
+    names = [f"node-{i:03d}" for i in range(nodes)]
+    bad = names[1]
+    fail_at = START
+    secs = days * 86400
+    for i, host in enumerate(names):
+        d = out / "logs" / host
+        d.mkdir(parents=True, exist_ok=True)
+        _kern_file(
+            d / "kern.log",
+            host,
+            600,
+            2,
+            cause_kern(host, fail_at) if host == bad else b"",
+            rng,
+            begin=fail_at - timedelta(seconds=600),
+        )
+        with open(d / "app.log", "wb", buffering=1 << 20) as fh:
+            tmpl = b"".join(
+                b"@TS@,%03d INFO train.py:212 [rank%d] step=@STEP@ loss=2.31%02d lr=3.0e-04 "
+                b"tokens/s=10%04d grad_norm=0.8%02d\n"
+                % (r * 7, i * ranks + r, r, rng.randint(0, 9999), r)
+                for r in range(ranks)
+            )
+            for s in range(secs):
+                fh.write(
+                    tmpl.replace(TS, iso_ts(start + timedelta(seconds=s))).replace(
+                        b"@STEP@", b"%d" % s
+                    )
+                )
+            fh.write(symptom_app(host, i * ranks, fail_at + timedelta(seconds=30), bad))
+    _context(
+        out,
+        "week",
+        names,
+        fail_at + timedelta(seconds=150),
+        {"category": "gpu.lost", "node": bad},
+        start=start,
+    )
+    return out
+
+
+def gen_long_lines(out: Path, scale: float = 1.0, seed: int = 15) -> Path:
+    """Today's shape on 8 nodes, plus single lines of several MB in every app.log (a config
+    dump, a tensor print): 6 lines of 4 MB per node at scale 1."""
+    generate(out, 8, int(200_000 * scale), bad_index=3, seed=seed)
+    for d in sorted((out / "logs").iterdir()):
+        app = d / "app.log"
+        data = app.read_bytes()
+        cut = data.index(b"\n", len(data) // 2) + 1
+        blob = []
+        for k in range(6):
+            n = int(4 * 1024 * 1024 * max(scale, 0.25))
+            body = ("x" * 61 + "Xid error fail\t") * (n // 76)
+            blob.append(f"2026-11-02 10:20:{k:02d},000 INFO config dump: {body}\n".encode())
+        app.write_bytes(data[:cut] + b"".join(blob) + data[cut:])
+    return out
+
+
+def gen_today(out: Path, scale: float = 1.0, seed: int = 7) -> Path:
+    """The original profile: 64 nodes x 200,000 lines (1.4 GB at scale 1)."""
+    return generate(out, 64, int(200_000 * scale), seed=seed)
+
+
+PROFILES = {
+    "nccl_init": gen_nccl_init,
+    "xid_storm": gen_xid_storm,
+    "watchdog_8192": gen_watchdog,
+    "week_steps": gen_week,
+    "long_lines": gen_long_lines,
+    "today": gen_today,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/attr-bench/case"))
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--lines", type=int, default=200_000, help="lines per node")
+    ap.add_argument("--profile", choices=sorted(PROFILES), help="a profile instead (issue 16)")
+    ap.add_argument("--scale", type=float, default=1.0, help="profile size factor")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    generate(args.out, args.nodes, args.lines)
+    if args.profile:
+        PROFILES[args.profile](args.out, args.scale)
+    else:
+        generate(args.out, args.nodes, args.lines)
     print(f"generated {args.out} in {time.perf_counter() - t0:.1f}s")
     return 0
 

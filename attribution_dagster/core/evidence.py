@@ -71,6 +71,12 @@ class RawRecord(BaseModel):
     stream: str = ""  # file name or stream label ("kern.log", "stdout"); hints system vs app output
     # the last timed line of its file (not a prefilter hit): where the source stops writing
     last_of_file: bool = False
+    # a line repeated in its file with only its timestamps changed (an XID storm) is one
+    # record: how many lines it stands for, and the last one's time and locator
+    count: int = Field(default=1, ge=1)
+    time_last: datetime | None = None
+    locator_last: Locator | None = None
+    text_last: str | None = None  # the last repeat as written (its own timestamps)
 
     @model_validator(mode="before")
     @classmethod

@@ -36,6 +36,12 @@ class Observation(BaseModel):
     source: str
     locator: Locator
     parser: str  # id of the parser that produced it
+    # A repeated fact is one fact (issue 16): observations identical in kind, node, GPU,
+    # port, fields and attrs are folded into one; `time` / `locator` are the first
+    # occurrence's, `time_last` / `locator_last` the last one's (None when count is 1).
+    count: int = Field(default=1, ge=1)
+    time_last: datetime | None = None
+    locator_last: Locator | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -47,6 +47,10 @@ class Evidence(BaseModel):
     node: str
     excerpt: str
     time_latest: datetime | None = None  # an untimed line: logged between `time` and this
+    # a repeated fact (issue 16): how many lines, and the last one's time and locator
+    count: int = 1
+    time_last: datetime | None = None
+    locator_last: str | None = None
 
 
 class ChainLink(BaseModel):

@@ -23,7 +23,10 @@ time of a line not kept)`), so the untimed line gets the same interval again. Li
 back-end that stamps time outside the text (Loki, pod logs) have no file line: they are
 written one after the other to `logs/<node>/<stream>`, with that time as an ISO prefix.
 
-Not reproduced (NOT_REPRODUCED): the coverage's counts of what was read and not kept
+Not reproduced (NOT_REPRODUCED): the repeats of a line the scanner folded (a line
+repeated more than FOLD_AFTER times in one file, an XID storm: the first FOLD_AFTER and the
+last are written, so the chain's `x N` is smaller after re-analysis); the coverage's
+counts of what was read and not kept
 (bytes, lines, files and metric samples read; hits and samples out of the window;
 cluster-level lines naming no job node; damaged lines: invalid UTF-8, overlong, binary),
 and so the note that counts damaged lines. Everything else of the result is the same:
@@ -137,6 +140,15 @@ class _File:
             self.lines.setdefault(line + i, text)
         self.starts.setdefault(line, rec)
 
+    def put_repeats(self, line: int, rec: RawRecord) -> None:
+        """A record that also stands for later repeats of its line (the scanner folds a line
+        repeated more than FOLD_AFTER times in a file): the last repeat at its own line, as
+        written. The repeats between are not written (NOT_REPRODUCED: the count)."""
+        last = file_line(rec.locator_last) if rec.locator_last is not None else None
+        if rec.count < 2 or last is None or rec.text_last is None or last[1] <= line:
+            return
+        self.lines.setdefault(last[1], rec.text_last)
+
 
 def _log_records(raw: RawEvidence) -> Iterable[RawRecord]:
     yield from raw.records
@@ -244,11 +256,13 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSumm
     numbered: dict[PurePosixPath, _File] = defaultdict(_File)
     streamed: dict[PurePosixPath, list[str]] = defaultdict(list)
     nodes_written: set[str] = set()
+    pending: list[tuple[PurePosixPath, int, RawRecord]] = []
     for rec in _log_records(raw):
         where = file_line(rec.locator)
         if where is not None:
             path = _case_path(where[0], rec.node, "logs")
             numbered[path].put(where[1], rec)
+            pending.append((path, where[1], rec))
         else:
             text = rec.text
             first = text.split("\n", 1)[0].encode("utf-8", "replace")
@@ -261,6 +275,8 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSumm
             if text not in streamed[path]:  # a tail or progress line also read as a record
                 streamed[path].append(text)
         nodes_written.add(rec.node)
+    for path, line, rec in pending:  # after every record: repeats take the free lines
+        numbered[path].put_repeats(line, rec)
     for path, f in sorted(numbered.items()):
         added = _place_times(f, parser)
         compress = path.name.endswith(".gz")

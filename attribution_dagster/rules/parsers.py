@@ -78,19 +78,17 @@ Attrs by kind (full list with examples: docs/parsers.md):
   first_seen, last_seen, host (Node object) or pod.
 - any kind: logged_on when node was taken from a host named in the line.
 
-`attribution parsers --markdown` prints docs/parsers.md (rules/docs.py).
+Run `python -m attribution_dagster.rules.parsers --markdown` to print docs/parsers.md.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
@@ -100,439 +98,48 @@ from attribution_dagster.core.evidence import (
     RawEvidence,
     RawRecord,
 )
-from attribution_dagster.core.formats.timestamps import load_zone
-from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
+from attribution_dagster.core.hosts import CLUSTER_NODE
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import Observation
-from attribution_dagster.rules.decoders import DECODER_ATTRS, DECODERS, strip_prefix
-from attribution_dagster.rules.engine.liveness import learn_ranks
+from attribution_dagster.rules.catalog_specs import (  # noqa: F401 - re-exported
+    _FIELD_TYPES,
+    _LEAD_STAMP,
+    CATALOG_PATH,
+    EXCERPT_MAX,
+    MATCH_MAX,
+    ORIGIN_KEYS,
+    AnchorSpec,
+    CatalogError,
+    ExampleSpec,
+    OriginExample,
+    OriginSpec,
+    ParserSpec,
+)
+from attribution_dagster.rules.decoders import DECODER_ATTRS
+from attribution_dagster.rules.facts import Fact, fold
+from attribution_dagster.rules.matcher import (  # noqa: F401 - re-exported
+    Parser,
+    _convert,
+    _group,
+    _HyperscanDispatch,
+    _inline_time,
+    _joined,
+)
+from attribution_dagster.rules.origins import (  # noqa: F401 - re-exported
+    _NCCL_ORIGIN,
+    _follow_echoes,
+    _index,
+    _relabel_by_origin,
+    _resolve_host,
+    _task_ids,
+)
 from attribution_dagster.rules.parse_metrics import (
     MetricExample,
     MetricNormalizer,
     MetricSpec,
-    normalize_pci,
 )
 from attribution_dagster.rules.vocabulary import vocabulary
 
-CATALOG_PATH = Path(__file__).with_name("parsers.yaml")
-EXCERPT_MAX = 300
-# Regexes see at most this many characters of a line (and of each continuation line): the
-# facts parsers read sit near the start, and it bounds the cost of adversarial long lines.
-MATCH_MAX = 4096
-_FIELD_TYPES = {"gpu": "int", "code": "int", "pci": "pci", "port": "str", "peer": "str"}
-
-
-class CatalogError(ValueError):
-    """parsers.yaml is malformed; the message names the parser and the field."""
-
-
-class AnchorSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    literal: str = Field(min_length=3)
-    context_after: int = Field(default=0, ge=0, le=40)
-
-
-class ExampleSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    line: str
-    context: list[str] = Field(default_factory=list)  # continuation lines (context_after)
-    node: str = "node-a"
-    nodes: list[str] = Field(default_factory=lambda: ["node-a", "node-b", "node-c"])
-    expect: dict[str, Any] | None  # None: this parser must not fire on the line
-
-
-class ParserSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    id: str
-    kind: str
-    description: str = ""
-    anchors: list[AnchorSpec] = Field(min_length=1)
-    regex: str
-    fields: dict[str, str] = Field(default_factory=dict)
-    attrs: dict[str, str] = Field(default_factory=dict)
-    const: dict[str, Any] = Field(default_factory=dict)
-    decoder: str | None = None
-    group: str | None = None
-    node_from: str | None = None
-    strip_prefix: bool = False  # match after timestamp / host / srun / torchrun prefixes
-    # the scanner keeps only the last line per file holding one of its anchors (progress)
-    last_only: bool = False
-    # a message split over lines (NVRM prints some over several `NVRM:` lines): continuation
-    # lines (context_after) whose text after the line prefix starts with this tag are joined,
-    # tag removed, to the first line before the regex runs
-    join: str | None = None
-    # an attr holding the event's own ISO time (slurmstepd `CANCELLED AT <time>`): it becomes
-    # the observation's exact time when the line itself carried none
-    time_from: str | None = None
-    examples: list[ExampleSpec] = Field(min_length=1)
-
-    @field_validator("anchors", mode="before")
-    @classmethod
-    def _anchors(cls, v: Any) -> Any:
-        return [{"literal": a} if isinstance(a, str) else a for a in v]
-
-
-class OriginExample(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    line: str
-    expect: dict[str, Any]  # host / rank / task / local_rank the line's prefixes name
-
-
-class OriginSpec(BaseModel):
-    """A launcher prefix naming where a line came from (parsers.yaml `origins:`)."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: str
-    description: str = ""
-    regex: str
-    examples: list[OriginExample] = Field(min_length=1)
-
-    @field_validator("regex")
-    @classmethod
-    def _groups(cls, v: str) -> str:
-        try:
-            rx = re.compile(v)
-        except re.error as e:
-            raise ValueError(f"bad regex: {e}") from e
-        unknown = set(rx.groupindex) - set(ORIGIN_KEYS)
-        if unknown:
-            raise ValueError(f"groups must be among {ORIGIN_KEYS}, got {sorted(rx.groupindex)}")
-        return v
-
-
-ORIGIN_KEYS = ("host", "rank", "task", "local_rank")
-# a timestamp before the launcher prefixes (the files scanner keeps the raw line)
-_LEAD_STAMP = re.compile(
-    r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]{5,20}(?:Z|[+-]\d\d:?\d\d)?"
-    r"|\[(?:\d|[A-Z][a-z]{2} )[^\]]{0,40}\])\s{1,4}"
-)
-
-
-def _inline_time(value: Any, ctx: ExecutionContext | None) -> datetime | None:
-    """An ISO time written inside a line; naive times are in the case's log timezone."""
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=load_zone(ctx.log_timezone) if ctx is not None else timezone.utc)
-    return t.astimezone(timezone.utc)
-
-
-def _convert(value: str | None, typ: str) -> Any:
-    if value is None:
-        return None
-    try:
-        if typ == "int":
-            return int(value)
-        if typ == "hexint":
-            return int(value, 16)
-        if typ == "float":
-            return float(value)
-        if typ == "pci":
-            return normalize_pci(value, short=True)
-        if typ == "bdf":
-            return normalize_pci(value, short=False)
-        if typ == "lower":
-            return value.strip().lower()
-        if typ == "ibport":  # NCCL's `mlx5_3:1` -> `mlx5_3/1`, as node_exporter's device/port
-            return value.strip().replace(":", "/")
-        if typ == "bool":
-            # a group that matched says "yes" (`(?P<fd>failure detected by watchdog)`), unless
-            # its text is itself a false word
-            return value.strip().lower() not in ("0", "false", "no", "off")
-    except (ValueError, OverflowError):
-        return None
-    v = value.strip()
-    return v or None
-
-
-_DMESG_STAMP = re.compile(r"^\s{0,4}\[\s{0,12}\d{1,12}\.\d{1,9}\]\s?")
-
-
-def _joined(line: str, text: str, tag: str) -> str:
-    """The first line plus the continuation lines that carry the same message tag."""
-    parts = [line]
-    for cont in text.split("\n")[1:]:
-        body = strip_prefix(cont)
-        body = _DMESG_STAMP.sub("", body, count=1).lstrip()
-        if not body.startswith(tag):
-            break
-        parts.append(body[len(tag) :].strip())
-    return " ".join(parts)
-
-
-def _group(groups: dict[str, str | None], name: str) -> str | None:
-    """A named group's value; `a|b` names alternatives (regex branches), the first set wins."""
-    if "|" not in name:
-        return groups.get(name)
-    for g in name.split("|"):
-        if groups.get(g) is not None:
-            return groups[g]
-    return None
-
-
-class Parser:
-    """One compiled catalog entry."""
-
-    __slots__ = ("spec", "index", "rx", "fields", "attrs", "decoder", "group_names")
-
-    def __init__(self, spec: ParserSpec, index: int):
-        if spec.kind not in vocabulary().kinds:
-            raise CatalogError(f"parser {spec.id}: kind {spec.kind!r} is not in kinds.yaml")
-        try:
-            self.rx = re.compile(spec.regex)
-        except re.error as e:
-            raise CatalogError(f"parser {spec.id}: bad regex: {e}") from e
-        if spec.decoder and spec.decoder not in DECODERS:
-            raise CatalogError(f"parser {spec.id}: unknown decoder {spec.decoder!r}")
-        self.group_names = set(self.rx.groupindex)
-        self.fields = [
-            self._mapping(spec, f, m, default=_FIELD_TYPES.get(f)) for f, m in spec.fields.items()
-        ]
-        self.attrs = [self._mapping(spec, a, m, default="str") for a, m in spec.attrs.items()]
-        for f, _, _ in self.fields:
-            if f not in _FIELD_TYPES:
-                raise CatalogError(f"parser {spec.id}: unknown field {f!r}")
-        if spec.node_from and not set(spec.node_from.split("|")) <= self.group_names:
-            raise CatalogError(f"parser {spec.id}: node_from group {spec.node_from!r} not in regex")
-        self.spec, self.index = spec, index
-        self.decoder = DECODERS[spec.decoder] if spec.decoder else None
-
-    def _mapping(
-        self, spec: ParserSpec, key: str, m: str, default: str | None
-    ) -> tuple[str, str, str]:
-        group, _, typ = m.partition(":")
-        if not set(group.split("|")) <= self.group_names:  # "a|b": the first that matched
-            raise CatalogError(f"parser {spec.id}: {key} maps to missing group {group!r}")
-        return key, group, typ or default or "str"
-
-    def match(self, line: str, text: str) -> dict[str, Any] | None:
-        """A draft (fields, attrs, node_host, excerpt) or None."""
-        if self.spec.join and "\n" in text:
-            line = _joined(line, text, self.spec.join)
-        m = self.rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
-        if m is None:
-            return None
-        groups = m.groupdict()
-        fields: dict[str, Any] = {}
-        for key, group, typ in self.fields:
-            val = _convert(_group(groups, group), typ)
-            if val is not None:
-                fields[key] = val
-        attrs: dict[str, Any] = dict(self.spec.const)
-        for key, group, typ in self.attrs:
-            val = _convert(_group(groups, group), typ)
-            if val is not None:
-                attrs[key] = val
-        draft: dict[str, Any] = {"fields": fields, "attrs": attrs}
-        if self.spec.node_from:
-            draft["node_host"] = _group(groups, self.spec.node_from)
-        if self.decoder is not None:
-            try:
-                if not self.decoder(groups, text, draft):
-                    return None
-            except Exception:  # a decoder bug must not stop an analysis; keep the bare match
-                draft["attrs"]["decode_failed"] = True
-        return draft
-
-
-class _HyperscanDispatch:
-    """Which anchors a line holds, in one hyperscan pass (5x the plain `in` loop).
-
-    Optional: without hyperscan (or on any hyperscan error) the catalog uses `in` tests.
-    Scratch space is per thread, as hyperscan requires.
-    """
-
-    def __init__(self, hs: Any, db: Any):
-        self._hs, self._db, self._local = hs, db, threading.local()
-
-    @classmethod
-    def build(cls, literals: list[str]) -> _HyperscanDispatch | None:
-        try:
-            import hyperscan
-        except ImportError:
-            return None
-        try:
-            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            db.compile(
-                expressions=[re.escape(lit).encode() for lit in literals],
-                ids=list(range(len(literals))),
-                flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(literals),
-            )
-        except Exception:
-            return None
-        return cls(hyperscan, db)
-
-    @staticmethod
-    def _on_match(i: int, _from: int, _to: int, _flags: int, found: set[int]) -> None:
-        found.add(i)
-
-    def present(self, line: str) -> set[int] | None:
-        """Indexes of anchors present in the line, or None to fall back to `in` tests."""
-        scratch = getattr(self._local, "scratch", None)
-        try:
-            if scratch is None:
-                scratch = self._local.scratch = self._hs.Scratch(self._db)
-            found: set[int] = set()
-            self._db.scan(
-                line.encode("utf-8", "surrogatepass"),
-                match_event_handler=self._on_match,
-                context=found,
-                scratch=scratch,
-            )
-            return found
-        except Exception:
-            return None
-
-
-def _index(ctx: ExecutionContext) -> NodeIndex:
-    return NodeIndex.cached(ctx)
-
-
-def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
-    """The ctx node a host string names (nodes.NodeIndex: exact, FQDN/short, case, port,
-    IPs and aliases from ctx.node_addresses, a job pod's name), else None."""
-    if not host or ctx is None:
-        return None
-    return _index(ctx).resolve(host)
-
-
-# NCCL's debug prefix `host:pid:tid [cudaDev]` says which host (and CUDA device) emitted the
-# line, whatever the line then reports (`mlp-n03:2211409:2213001 [5] include/alloc.h:193 NCCL
-# WARN Cuda failure 'uncorrectable ECC error encountered'`). Up to ~120 characters of timestamp /
-# srun / ray prefixes may precede it.
-_NCCL_ORIGIN = re.compile(
-    r"^.{0,120}?(?<![\w.:-])(?P<host>[A-Za-z][\w.-]{0,63}):\d{1,10}:\d{1,10} \[(?P<dev>\d{1,3})\] "
-)
-
-
-def _task_ids(spec: str) -> set[int]:
-    """srun task lists: `3`, `0-7`, `0,2-3`, `[0-7]` (at most 4096 ids)."""
-    out: set[int] = set()
-    for part in spec.strip("[]").split(","):
-        lo, _, hi = part.strip("[] ").partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            continue
-        a, b = int(lo), int(hi) if hi else int(lo)
-        if b < a or b - a > 4096:
-            continue
-        out.update(range(a, b + 1))
-    return out
-
-
-def _relabel_by_origin(
-    per_record: list[tuple[RawRecord, list[Observation]]],
-    ctx: ExecutionContext | None,
-    origin_of: Any,
-) -> list[tuple[RawRecord, list[Observation]]]:
-    """Launcher labels that name a rank or an srun task, not a host (parsers.yaml `origins`).
-
-    srun gathers every task's output into one file on the batch host (`slurm-<job>.out`), each
-    line labelled `N: ` (srun --label); torchrun and mpirun label each line with the global
-    rank (`[rank7]:`, `[1,7]<stderr>:`). The file's node is then not where the line came from.
-    A task is resolved per file (`srun: error: <host>: task N: ...`, or a labelled line naming
-    its host, e.g. NCCL `N: host:pid:tid`), a rank job-wide (the world communicator's NCCL init
-    lines, or a rank-labelled line naming its host). A labelled observation is moved to that
-    host, with attrs.logged_on = the node whose log held it. A task or rank claimed by two hosts
-    is left alone; a rank that resolves wins over the srun task around it."""
-    if ctx is None:
-        return per_record
-    tasks: dict[str, dict[int, str | None]] = {}
-    ranks: dict[int, str | None] = dict(learn_ranks(ctx, (o for _, obs in per_record for o in obs)))
-    origins: list[dict[str, Any]] = []
-
-    def claim(table: dict[int, str | None], key: int, node: str) -> None:
-        table[key] = node if table.get(key, node) == node else None
-
-    for rec, obs in per_record:
-        origin = origin_of(rec.text) if obs else {}
-        origins.append(origin)
-        path = rec.locator.stream
-        for o in obs:
-            if o.node not in ctx.nodes:
-                continue
-            spec = o.attrs.get("tasks")
-            if isinstance(spec, str) and o.attrs.get("host") is not None:
-                if _resolve_host(str(o.attrs["host"]), ctx):
-                    for t in _task_ids(spec):
-                        claim(tasks.setdefault(path, {}), t, o.node)
-            elif "logged_on" in o.attrs and "host" not in origin:
-                if "task" in origin:
-                    claim(tasks.setdefault(path, {}), origin["task"], o.node)
-                if "rank" in origin:
-                    claim(ranks, origin["rank"], o.node)
-    if not any(tasks.values()) and not any(ranks.values()):
-        return per_record
-    out: list[tuple[RawRecord, list[Observation]]] = []
-    for (rec, obs), origin in zip(per_record, origins, strict=True):
-        host, label = None, {}
-        if "rank" in origin and ranks.get(origin["rank"]):
-            host, label = ranks[origin["rank"]], {"launcher_rank": origin["rank"]}
-        elif "task" in origin:
-            table = tasks.get(rec.locator.stream) or {}
-            host, label = table.get(origin["task"]), {"srun_task": origin["task"]}
-        if "host" in origin or host is None or host == rec.node:
-            out.append((rec, obs))
-            continue
-        moved = [
-            o
-            if "logged_on" in o.attrs or o.node != rec.node
-            else o.model_copy(
-                update={"node": host, "attrs": {**o.attrs, "logged_on": rec.node, **label}}
-            )
-            for o in obs
-        ]
-        out.append((rec, moved))
-    return out
-
-
-_ECHO_LINES = 40  # an echo follows (or precedes) the host-named line closely
-
-
-def _follow_echoes(
-    per_record: list[tuple[RawRecord, list[Observation]]], ctx: ExecutionContext | None
-) -> list[tuple[RawRecord, list[Observation]]]:
-    """In a file that mixes several hosts' output, a host-less line that repeats a host-named
-    line's event (same parser, same file, same known time, within a few lines) is that event's
-    echo: NCCL's `node-b:pid:tid [5] NCCL WARN Cuda failure 'uncorrectable ECC error encountered'`
-    followed by the rank's `DistBackendError ... Last error: Cuda failure 'uncorrectable ECC error
-    encountered'`. The echo moves to the named host (attrs.logged_on = the file's node) when
-    exactly one host was named nearby."""
-    if ctx is None:
-        return per_record
-    named: dict[tuple[str, str, Any], list[tuple[int, str]]] = {}
-    for rec, obs in per_record:
-        path, line = rec.locator.stream, rec.locator.position
-        for o in obs:
-            if (
-                line is not None
-                and o.time is not None
-                and o.attrs.get("logged_on") == rec.node
-                and o.node != rec.node
-                and o.node in ctx.nodes
-            ):
-                named.setdefault((path, o.parser, o.time), []).append((line, o.node))
-    if not named:
-        return per_record
-    out: list[tuple[RawRecord, list[Observation]]] = []
-    for rec, obs in per_record:
-        path, line = rec.locator.stream, rec.locator.position
-        moved = []
-        for o in obs:
-            near = named.get((path, o.parser, o.time)) if line is not None else None
-            hosts = {h for ln, h in near or [] if abs(ln - line) <= _ECHO_LINES}  # type: ignore[operator]
-            if len(hosts) == 1 and o.node == rec.node and "logged_on" not in o.attrs:
-                host = next(iter(hosts))
-                o = o.model_copy(update={"node": host, "attrs": {**o.attrs, "logged_on": rec.node}})
-            moved.append(o)
-        out.append((rec, moved))
-    return out
-
-
-# what marks an observation as an Event's, and times it
 _EVENT_TAG = ("event_reason", "event_type", "object", "first_seen")
 
 
@@ -611,21 +218,6 @@ class ParserCatalog:
         `last_only`, also the literals of which a scanner keeps only each file's last line
         (progress: the local-files scanner finds it near each block end, no extra pass)."""
         return [a for a in self._anchors if last_only or not a.last_only]
-
-    def metric_families(self) -> list[MetricFamily]:
-        """One family per metric spec: what a metric source reads for the metric parsers
-        (a metric no parser consumes could never become an observation)."""
-        return [
-            MetricFamily(
-                id=m.id,
-                names=tuple(m.names),
-                companions=(m.ratio_of,) if m.ratio_of else (),
-                mode=m.mode,
-                normal=m.normal,
-                steady_after=m.steady_abnormal_after,
-            )
-            for m in self.metric_specs
-        ]
 
     def origin(self, text: str) -> dict[str, Any]:
         """What the launcher prefixes at the start of a line name (`origins` in parsers.yaml):
@@ -715,6 +307,11 @@ class ParserCatalog:
         self, rec: RawRecord, ctx: ExecutionContext | None = None
     ) -> list[Observation]:
         """Observations of one record; [] when nothing matches. Never raises on odd text."""
+        return [o for f in self.facts(rec, ctx) if (o := f.observation()) is not None]
+
+    def facts(self, rec: RawRecord, ctx: ExecutionContext | None = None) -> list[Fact]:
+        """What parse_record returns, as plain Facts (no validation: built once per distinct
+        fact by `fold`)."""
         text = rec.text
         line = text.split("\n", 1)[0] if "\n" in text else text
         if len(text) > MATCH_MAX:
@@ -726,7 +323,7 @@ class ParserCatalog:
                 matches += self._event_row_matches(text, matches)
         except Exception:  # regex engine edge cases must not stop an analysis
             return []
-        out: list[Observation] = []
+        out: list[Fact] = []
         origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
         launcher_host = self.origin(line).get("host") if ctx is not None else None
         cluster = rec.node == CLUSTER_NODE
@@ -779,24 +376,24 @@ class ParserCatalog:
                 one = attrs
                 if host != rec.node:
                     one = {**attrs, "logged_on": rec.node}
-                try:
-                    out.append(
-                        Observation(
-                            kind=p.spec.kind,
-                            node=host,
-                            time=when,
-                            time_quality=quality,
-                            time_latest=latest,
-                            excerpt=_trim(draft.get("excerpt") or line),
-                            source=rec.source,
-                            locator=rec.locator,
-                            parser=p.spec.id,
-                            attrs=one,
-                            **draft["fields"],
-                        )
+                out.append(
+                    Fact(
+                        p.spec.kind,
+                        host,
+                        when,
+                        quality,
+                        latest,
+                        _trim(draft.get("excerpt") or line),
+                        rec.source,
+                        rec.locator,
+                        p.spec.id,
+                        one,
+                        draft["fields"],
+                        rec.count,
+                        rec.time_last,
+                        rec.locator_last,
                     )
-                except Exception:  # a value that does not fit the model: drop this match only
-                    continue
+                )
         return out
 
     def normalize_samples(
@@ -805,10 +402,10 @@ class ParserCatalog:
         return self._metrics.normalize(samples, ctx)
 
     def normalize(self, raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
-        """All records and samples, time-ordered (unknown last); a line read twice counts once."""
+        """All records and samples, time-ordered (unknown last); a line read twice counts once;
+        a repeated fact is one observation (`fold`: count, first and last time and locator)."""
         seen: set[tuple[str, str, str]] = set()
-        out: list[Observation] = []
-        per_record: list[tuple[RawRecord, list[Observation]]] = []
+        per_record: list[tuple[RawRecord, list[Fact]]] = []
         # where each file stops (liveness, not a parsed event): the engine's silence test
         tails = [_tail_observation(r) for r in raw.tails]
         for r in raw.progress:  # each file's last progress line
@@ -821,14 +418,30 @@ class ParserCatalog:
             if key in seen:
                 continue
             seen.add(key)
-            per_record.append((rec, self.parse_record(rec, ctx)))
+            facts = self.facts(rec, ctx)
+            if facts:
+                per_record.append((rec, facts))
         relabelled = _relabel_by_origin(per_record, ctx, self.origin)
-        for _, obs in _follow_echoes(relabelled, ctx):
-            out.extend(obs)
+        out = fold(f for _, facts in _follow_echoes(relabelled, ctx) for f in facts)
         out.extend(self.normalize_samples(raw.samples, ctx))
         out.extend(tails)
         out.sort(key=_sort_key)
         return out
+
+    def metric_families(self) -> list[MetricFamily]:
+        """One family per metric spec: what a metric source reads for the metric parsers
+        (a metric no parser consumes could never become an observation)."""
+        return [
+            MetricFamily(
+                id=m.id,
+                names=tuple(m.names),
+                companions=(m.ratio_of,) if m.ratio_of else (),
+                mode=m.mode,
+                normal=m.normal,
+                steady_after=m.steady_abnormal_after,
+            )
+            for m in self.metric_specs
+        ]
 
     def describe(self) -> list[dict[str, Any]]:
         """One dict per parser / metric spec, for docs and the CLI."""
@@ -941,7 +554,9 @@ def _example_ctx(nodes: list[str]) -> ExecutionContext:
 
 def _read(path: Path) -> ParserCatalog:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # libyaml's loader when built in (the catalog is read at every process start)
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
     except (OSError, yaml.YAMLError) as e:
         raise CatalogError(f"{path}: {e}") from e
     if not isinstance(data, dict):

@@ -167,6 +167,7 @@ class Reader:
             max_line_bytes=self.max_line_bytes,
             block_size=self.block_size,
             use_hyperscan=self.use_hyperscan,
+            fold_repeats=True,
         )
 
     def _read_all(
@@ -222,16 +223,26 @@ class Reader:
                 if job.node == CLUSTER_NODE and not index.named_in(text):
                     cov.context_lines += 1
                     continue
+                rep = res.repeats.get(lineno)
+                # built without validation: every value is the scanner's own, typed already
                 records.append(
-                    RawRecord(
+                    RawRecord.model_construct(
                         source="files",
                         node=job.node,
-                        locator=FileLine(root=root, path=job.display, line=lineno),
+                        locator=FileLine.model_construct(root=root, path=job.display, line=lineno),
                         time=t,
-                        time_quality=quality,  # type: ignore[arg-type]
+                        time_quality=quality,
                         time_latest=res.latest.get(lineno),
                         text=text,
                         stream=job.path.name,
+                        count=rep[0] if rep else 1,
+                        time_last=rep[2] if rep else None,
+                        text_last=rep[3] if rep else None,
+                        locator_last=FileLine.model_construct(
+                            root=root, path=job.display, line=rep[1]
+                        )
+                        if rep
+                        else None,
                     )
                 )
             if job.node == CLUSTER_NODE:

@@ -61,6 +61,13 @@ _SYSTEM_LOG = re.compile(r"^(?:kern|syslog|dmesg|messages|journal)", re.IGNORECA
 # Bytes that count as control characters when deciding a line is binary garbage.
 _CONTROL = bytes(b for b in range(32) if b not in (9, 27)) + b"\x7f"
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
+# the part of a line that changes between repeats of one message: a dmesg uptime stamp
+_UPTIME = re.compile(r"\[\s{0,12}\d{1,12}\.\d{1,9}\]")
+FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: kept as lines)
+# a line is kept as itself its first FOLD_AFTER times in a file, then its repeats are folded
+# into the last one kept: ordinary repetition stays line for line (exports reproduce it),
+# storms (an XID logged 800,000 times) cost one record
+FOLD_AFTER = 64
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,9 @@ class ScanSpec:
     # literals of which only each file's last line is kept (training progress): searched
     # backwards in the last PROGRESS_WINDOW bytes of each block, never as hits
     last_literals: tuple[str, ...] = ()
+    # a hit line repeated in its file with only its leading timestamps changed (syslog or
+    # ISO time, dmesg uptime) is kept once, with its count and last line (FileScan.repeats)
+    fold_repeats: bool = False
 
 
 @dataclass
@@ -96,6 +106,9 @@ class FileScan:
     # progress line followed by more than PROGRESS_WINDOW bytes of other output in its block
     # is missed (an earlier one, or none, is reported: the engine then demotes less)
     progress: tuple[int, datetime | None, str, str] | None = None
+    # line number of a kept record -> [count, last line number, last time, last text] of the
+    # lines that repeat it (ScanSpec.fold_repeats); absent for a line not folded
+    repeats: dict[int, list] = field(default_factory=dict)
     lines: int = 0
     bytes: int = 0
     out_of_window: int = 0
@@ -268,6 +281,7 @@ class FileScanner:
         buf = self._buffer
         view = memoryview(buf)
         state = _State()
+        self._folds: dict[str, list[int]] = {}  # stamp-less text -> [last kept line, times kept]
         n = 0  # valid bytes in buf
         last_byte = 10
         try:
@@ -350,9 +364,25 @@ class FileScanner:
             text = self._clean(buf[s:e], res)
             if text is None:
                 continue
+            need = max((n for lit, n in self._ctx if lit in buf[s:e]), default=0)
+            if spec.fold_repeats and not need:
+                body = text[m.end() - s :] if (m is not None and quality == "exact") else text
+                key = _UPTIME.sub("", body[:160], count=1) + body[160:]
+                seen = self._folds.get(key)
+                if seen is not None and seen[1] >= FOLD_AFTER:
+                    rep = res.repeats.get(seen[0])
+                    if rep is None:
+                        res.repeats[seen[0]] = [2, lineno, t, text]
+                    else:
+                        rep[0] += 1
+                        rep[1], rep[2], rep[3] = lineno, t, text
+                    continue
+                if seen is not None:
+                    seen[0], seen[1] = lineno, seen[1] + 1
+                elif len(self._folds) < FOLD_KEYS_MAX:
+                    self._folds[key] = [lineno, 1]
             record = [lineno, t, quality, text]
             res.records.append(record)  # type: ignore[arg-type]
-            need = max((n for lit, n in self._ctx if lit in buf[s:e]), default=0)
             if need:
                 st.pending.append([record, need])
                 self._feed_pending(buf, e + 1, limit, st, res, only_last=True)

@@ -174,6 +174,8 @@ def apply(
             update["time"] = o.time + shift
         if o.time_latest is not None:  # the next timed line of the same file: same clock
             update["time_latest"] = o.time_latest + shift
+        if o.time_last is not None:  # a repeated fact's last line: same clock
+            update["time_last"] = o.time_last + shift
         if not update:
             out.append(o)
             continue

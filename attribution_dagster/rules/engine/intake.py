@@ -173,6 +173,8 @@ def classify_all(
         origin = str(obs.attrs.get("origin") or "").lower()
         tol = tuning.metric_tolerance_seconds if origin in METRIC_ORIGINS else 0.0
         lo, hi = bounds(obs, t, ctx)
+        if obs.time_last is not None:  # a repeated fact lasts until its last line
+            hi = max(hi, utc(obs.time_last) or hi)
         (causes if rule.role == "cause" else symptoms).append(Item(obs, rule, t, tol, lo, hi))
     if unclassified:
         kinds = ", ".join(f"{k} x{n}" for k, n in sorted(unclassified.items()))
@@ -192,6 +194,7 @@ def repeat_notes(items: list[Item]) -> list[str]:
     for its in groups.values():
         rep = its[0].rule.repeat
         assert rep is not None
-        if len(its) >= rep.min_count:
-            notes.append(f"{render(rep.note, its[0].obs)} ({len(its)} times on {its[0].obs.node})")
+        times = sum(it.obs.count for it in its)  # a folded fact counts its every line
+        if times >= rep.min_count:
+            notes.append(f"{render(rep.note, its[0].obs)} ({times} times on {its[0].obs.node})")
     return notes

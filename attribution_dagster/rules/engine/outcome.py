@@ -93,7 +93,7 @@ def _fold(
             key = (role, o.node, o.kind, o.gpu, o.pci, o.code)
             if key in folded:
                 link = folded[key]
-                folded[key] = link.model_copy(update={"count": link.count + 1})
+                folded[key] = link.model_copy(update={"count": link.count + o.count})
                 continue
             t_lo, t_hi = shown[id(it)]
             folded[key] = ChainLink(
@@ -107,6 +107,7 @@ def _fold(
                 gpu=o.gpu,
                 pci=o.pci,
                 port=o.port,
+                count=o.count,
                 time_quality=o.time_quality,
             )
     return list(folded.values())
@@ -388,6 +389,9 @@ def _evidence(o: Observation, it: Item | None = None) -> Evidence:
         node=o.node,
         excerpt=o.excerpt,
         time_latest=latest,
+        count=o.count,
+        time_last=o.time_last,
+        locator_last=o.locator_last.render() if o.locator_last is not None else None,
     )
 
 
