@@ -678,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
             except AssertionError as e:
                 print(f"{name}: FAILED: {str(e)[:1500]}", flush=True)
                 continue
-            diffs = compare(ref, got)
+            diffs = compare(ref, got, NORMALIZE.get(name))
             s = sum(1 for c in cases if c.name.startswith("samples/") and c.name not in diffs)
             h = sum(1 for c in cases if not c.name.startswith("samples/") and c.name not in diffs)
             ns = sum(1 for c in cases if c.name.startswith("samples/"))
