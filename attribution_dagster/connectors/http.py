@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import email.utils
 import os
+import re
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +37,18 @@ from attribution_dagster.connectors.base import BackendConfig
 
 class HttpSetupError(ValueError):
     """The client cannot be built (an empty secret variable, unreadable TLS files)."""
+
+
+def checked_url(value: str, auth_keys: str) -> str:
+    """A back-end's base URL as configured: http(s)://host[:port][/prefix], trailing slash
+    dropped, and never with credentials in it (they would show in every error and log line;
+    `auth_keys` names the block's keys that take them from the environment instead)."""
+    v = value.strip().rstrip("/")
+    if not re.match(r"^https?://[^/\s]+", v):
+        raise ValueError(f"url must be http(s)://host[:port][/prefix], got {v!r}")
+    if "@" in v.split("://", 1)[1].split("/", 1)[0]:
+        raise ValueError(f"url must not hold credentials: use {auth_keys}")
+    return v
 
 
 class HttpBackendConfig(BackendConfig):

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 from fake_elasticsearch import FakeElasticsearch
 from fake_loki import FakeLoki
-from test_pod_logs import FakeKube
+from fake_pod_logs import FakeKube
 
 from attribution_dagster import pipeline
 from attribution_dagster.connectors import conformance as cf

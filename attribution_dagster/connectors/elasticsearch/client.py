@@ -20,7 +20,6 @@ opened) does the fetch raise SourceError, as the LogSource contract asks.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -108,15 +107,9 @@ class ElasticsearchConfig(BackendConfig):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        v = v.strip().rstrip("/")
-        if not re.match(r"^https?://[^/\s]+", v):
-            raise ValueError(f"url must be http(s)://host[:port], got {v!r}")
-        if "@" in v.split("://", 1)[1].split("/", 1)[0]:
-            raise ValueError(
-                "url must not hold credentials: use api_key_env, basic_user + "
-                "basic_password_env, or bearer_token_env"
-            )
-        return v
+        return http.checked_url(
+            v, "api_key_env, basic_user + basic_password_env, or bearer_token_env"
+        )
 
     @model_validator(mode="after")
     def _auth(self) -> ElasticsearchConfig:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from attribution_dagster.connectors import http
 from attribution_dagster.connectors.http import HttpBackendConfig
 from attribution_dagster.connectors.loki.query import logql_string
 
@@ -91,15 +92,7 @@ class LokiKeys(HttpBackendConfig):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        v = v.strip().rstrip("/")
-        if not re.match(r"^https?://[^/\s]+", v):
-            raise ValueError(f"url must be http(s)://host[:port][/prefix], got {v!r}")
-        if "@" in v.split("://", 1)[1].split("/", 1)[0]:
-            raise ValueError(
-                "url must not hold credentials: use basic_user + basic_password_env "
-                "or bearer_token_env"
-            )
-        return v
+        return http.checked_url(v, "basic_user + basic_password_env or bearer_token_env")
 
     @field_validator("node_label")
     @classmethod

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_pod_logs import FakeKube
+from fake_pod_logs import FakeKube
 
 from attribution_dagster.connectors.clusters import EvidenceSources
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
