@@ -20,6 +20,15 @@ HELDOUT = Path(__file__).resolve().parent / "heldout"
 CASES = sorted(
     p.parent.name for p in HELDOUT.glob("*/expected.json") if (p.parent / "context.json").is_file()
 )
+# The real-threads set (lines pasted in public issue threads, written blind): every case but
+# the misses that tests/heldout/real-threads/SOURCES.md lists with their class, so a change
+# that loses one of the others fails here. The misses are open work, not passes.
+REAL_THREADS_MISSES = {"rt22-xid45-caused-by-xid149", "rt33-ray-mlx5-completion-worker-died"}
+CASES += sorted(
+    f"real-threads/{p.parent.name}"
+    for p in HELDOUT.glob("real-threads/*/expected.json")
+    if p.parent.name not in REAL_THREADS_MISSES
+)
 
 
 @functools.cache
