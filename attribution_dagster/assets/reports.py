@@ -90,6 +90,12 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
                 "GPU-hours lost": MetadataValue.float(float(t.gpu_hours_lost_total))
                 if t.gpu_hours_known else MetadataValue.text(t.gpu_hours_text(fmt=",.1f")),
                 "failed jobs without a GPU count": MetadataValue.int(t.failed_without_gpu_count),
+                # only the infrastructure share is the fleet's loss (not a user's time limit)
+                "GPU-hours lost to the fleet": MetadataValue.float(t.fleet_gpu_hours)
+                if t.fleet_gpu_hours_known
+                else MetadataValue.text(t.class_hours_text(weekly.INFRA, fmt=",.1f")),
+                **{f"{c} failures": MetadataValue.int(t.by_class.get(c, 0))
+                   for c in weekly.CLASSES},
                 "ambiguous rate": MetadataValue.float(round(t.rate("ambiguous"), 4)),
                 "unattributed rate": MetadataValue.float(round(t.rate("unattributed"), 4)),
                 "repeat offenders": MetadataValue.int(len(rep.offenders)),

@@ -188,6 +188,9 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
     meta = event.materialization.metadata
     assert meta["report"].value.count("data:image/png;base64,") == 3
     assert meta["jobs"].value == 200
+    assert sum(meta[f"{c} failures"].value for c in report.CLASSES) == meta["failed"].value
+    assert 0 < meta["GPU-hours lost to the fleet"].value < meta["GPU-hours lost"].value
+    assert "GPU-hours lost to the fleet (infrastructure)" in meta["report"].value
     assert Path(meta["html"].value).is_file()
     assert Path(meta["html"].value).parent == tmp_path / "reports" / "fleet" / "2026-W46"
 
@@ -209,3 +212,69 @@ def test_an_empty_week_still_renders(tmp_path, recwarn):
     assert paths["html"].read_text().count('src="data:image/png;base64,') == 3
     assert "None this week." in paths["md"].read_text()
     assert not [w for w in recwarn if "legend" in str(w.message)]
+
+
+def test_failure_class():
+    assert report.failure_class("gpu.lost") == report.INFRA
+    assert report.failure_class("storage") == report.INFRA
+    assert report.failure_class("network.fabric", "TIMEOUT") == report.INFRA
+    assert report.failure_class("app.oom") == report.APPLICATION
+    assert report.failure_class("scheduler.time_limit") == report.SCHEDULER
+    # not attributed, but the scheduler ended it by its policy
+    for state in ("TIMEOUT", "PREEMPTED", "CANCELLED by 1000"):
+        assert report.failure_class(None, state) == report.SCHEDULER
+    assert report.failure_class(None, "FAILED") == report.UNEXPLAINED
+    assert report.failure_class(None, None) == report.UNEXPLAINED
+
+
+def test_split_accounting(warehouse):
+    """Every failed job is in one class; only infrastructure hours are the fleet's loss."""
+    url, jsonl, _ = warehouse
+    rep = report.build_report(url, "2026-W46", week_data.CLUSTER)
+    t = rep.this
+    assert list(t.by_class) == list(report.CLASSES)
+    assert sum(t.by_class.values()) == t.failed
+    by_cat = t.by_category
+    infra = sum(v for k, v in by_cat.items() if k.startswith(report.INFRA_PREFIXES))
+    assert t.by_class[report.INFRA] == infra
+    assert t.by_class[report.APPLICATION] == sum(
+        v for k, v in by_cat.items() if k.startswith("app."))
+    assert t.by_class[report.SCHEDULER] >= sum(
+        v for k, v in by_cat.items() if k.startswith("scheduler."))
+    assert t.by_class[report.SCHEDULER] > 0 and t.by_class[report.APPLICATION] > 0
+    want = sum(v for k, v in t.gpu_hours_lost.items() if k.startswith(report.INFRA_PREFIXES))
+    assert t.fleet_gpu_hours == pytest.approx(want, abs=0.5)
+    assert t.fleet_gpu_hours < t.gpu_hours_lost_total  # a time limit is not the fleet's loss
+    assert sum(t.gpu_hours_by_class.values()) == pytest.approx(t.gpu_hours_lost_total, abs=0.5)
+    rows = {r[0]: r for r in report.summary_rows(rep)}
+    fleet_row = rows["GPU-hours lost to the fleet (infrastructure)"]
+    assert fleet_row[1] == f"{t.fleet_gpu_hours:,.0f}"
+    assert "GPU-hours lost" not in rows  # no total that blames the fleet for everything
+    md = report.render_markdown(rep, {})
+    assert "scheduler policy failures" in md and "Only the infrastructure share" in md
+    cats = {r[0]: r[1] for r in report.category_rows(rep)}
+    assert cats.get("scheduler.time_limit", report.SCHEDULER) == report.SCHEDULER
+
+
+def test_unknown_gpu_counts_are_words_not_zero(tmp_path):
+    """Failed jobs without a GPU count: "unknown (N jobs without a GPU count)", never 0."""
+    import json
+
+    src = week_data.generate(tmp_path / "w", jobs=30, seed=5)
+    out = tmp_path / "nogpu.jsonl"
+    with src.open() as f, out.open("w") as g:
+        for line in f:
+            d = json.loads(line)
+            d["gpus_per_node"] = None
+            g.write(json.dumps(d) + "\n")
+    url = f"sqlite:///{tmp_path}/r.db"
+    fill(url, out)
+    rep = report.build_report(url, "2026-W46")
+    t = rep.this
+    n_infra = t.by_class[report.INFRA]
+    assert n_infra > 0 and t.gpu_hours_by_class == {}
+    assert t.class_hours_text(report.INFRA) == f"unknown ({n_infra} jobs without a GPU count)"
+    assert t.gpu_hours_text() == f"unknown ({t.failed} jobs without a GPU count)"
+    rows = {r[0]: r for r in report.summary_rows(rep)}
+    assert rows["GPU-hours lost to the fleet (infrastructure)"][1].startswith("unknown (")
+    assert rows["GPU-hours lost to the fleet (infrastructure)"][3] == ""
