@@ -419,11 +419,21 @@ def _failed_jobs(st: WeekStats, key: str) -> int:
     return st.by_status.get(key, 0) if key in _STATUS_ROWS else st.by_category.get(key, 0)
 
 
+def category_keys(rep: WeeklyReport) -> list[str]:
+    """The rows of the category table, and the bars of its charts, top to bottom: this
+    week's categories (most jobs first), then ambiguous / unattributed / pending, then the
+    categories seen only last week (shown at -100%)."""
+    t, p = rep.this, rep.previous
+    other = [k for k in _STATUS_ROWS if t.by_status.get(k)]
+    before = [k for k in _STATUS_ROWS if p.by_status.get(k) and k != "pending"]
+    return list(dict.fromkeys([*t.by_category, *other, *t.gpu_hours_lost, *p.by_category,
+                               *before]))
+
+
 def category_rows(rep: WeeklyReport) -> list[list[str]]:
     """Per category (plus ambiguous / unattributed / pending): failed jobs, GPU-hours."""
     t, p = rep.this, rep.previous
-    other = [k for k in ("ambiguous", "unattributed", "pending") if t.by_status.get(k)]
-    keys = list(dict.fromkeys([*t.by_category, *other, *t.gpu_hours_lost, *p.by_category]))
+    keys = category_keys(rep)
     return [
         [
             k,
@@ -448,46 +458,61 @@ def offender_rows(rep: WeeklyReport, limit: int = MAX_OFFENDERS) -> list[list[st
     return rows
 
 
-def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
-    """Three PNG charts: failed jobs and GPU-hours lost by category, jobs per day."""
+def chart_data(rep: WeeklyReport) -> dict[str, dict[str, list[Any]]]:
+    """What the bar charts draw, top to bottom, in the order of the category table:
+    `failed_by_category` (labels, this week, previous week; a category seen only last week
+    is kept at 0 this week) and `gpu_hours_lost` (labels, hours; categories with hours)."""
+    t, p = rep.this, rep.previous
+    keys = [k for k in category_keys(rep) if k != "pending"]
+    lost = [k for k in category_keys(rep) if k in t.gpu_hours_lost]
+    return {
+        "failed_by_category": {
+            "labels": keys,
+            "this": [_failed_jobs(t, k) for k in keys],
+            "previous": [_failed_jobs(p, k) for k in keys],
+        },
+        "gpu_hours_lost": {"labels": lost, "hours": [t.gpu_hours_lost[k] for k in lost]},
+    }
+
+
+def chart_figures(rep: WeeklyReport) -> dict[str, Any]:
+    """The three matplotlib figures (failed jobs and GPU-hours lost by category, jobs per
+    day): integer ticks for counts, legends outside the plot, bars in table order."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    charts: dict[str, bytes] = {}
-
-    def save(fig: Any, name: str) -> None:
-        buf = io.BytesIO()
-        fig.tight_layout()
-        fig.savefig(buf, format="png", dpi=90)
-        plt.close(fig)
-        charts[name] = buf.getvalue()
-
-    t, p = rep.this, rep.previous
-    failed = {**t.by_category, **{k: t.by_status[k] for k in ("ambiguous", "unattributed")
-                                  if t.by_status.get(k)}}
-    keys = sorted(failed, key=lambda k: failed[k])
-    fig, ax = plt.subplots(figsize=(7, 0.35 * len(keys) + 1.4))
+    figs: dict[str, Any] = {}
+    t = rep.this
+    data = chart_data(rep)
+    d = data["failed_by_category"]
+    keys = d["labels"]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(keys) + 1.4))
     y = range(len(keys))
-    before = {**p.by_category, **{k: p.by_status.get(k, 0) for k in ("ambiguous", "unattributed")}}
-    ax.barh([i + 0.2 for i in y], [failed[k] for k in keys], height=0.4, label=rep.week,
-            color="#c0392b")
-    ax.barh([i - 0.2 for i in y], [before.get(k, 0) for k in keys], height=0.4,
-            label="previous week", color="#bbbbbb")
+    ax.barh([i - 0.2 for i in y], d["this"], height=0.4, label=rep.week, color="#c0392b")
+    ax.barh([i + 0.2 for i in y], d["previous"], height=0.4, label="previous week",
+            color="#bbbbbb")
+    for i, (now, before) in enumerate(zip(d["this"], d["previous"], strict=True)):
+        if before and not now:  # seen last week only: kept, and said
+            ax.text(0.05, i - 0.2, "-100%", va="center", fontsize=7, color="#c0392b")
     ax.set_yticks(list(y), keys)
+    ax.invert_yaxis()  # the first row of the table on top
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("failed jobs")
     ax.set_title(f"{rep.scope} {rep.week}: failed jobs by category")
     if keys:
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
     else:
         _empty(ax, "no failed jobs this week")
-    save(fig, "failed_by_category")
+    figs["failed_by_category"] = fig
 
-    lost = t.gpu_hours_lost
-    keys = sorted(lost, key=lambda k: lost[k])
-    fig, ax = plt.subplots(figsize=(7, 0.35 * len(keys) + 1.4))
-    ax.barh(keys, [lost[k] for k in keys], color="#8e44ad")
+    d = data["gpu_hours_lost"]
+    keys = d["labels"]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(keys) + 1.4))
+    ax.barh(keys, d["hours"], color="#8e44ad")
+    ax.invert_yaxis()
     ax.set_xlabel("GPU-hours lost (nodes x GPUs x duration of failed jobs)")
     ax.set_title(f"{rep.scope} {rep.week}: GPU-hours lost to the fleet (infrastructure): "
                  f"{t.class_hours_text(INFRA)}", fontsize=9)
@@ -495,7 +520,7 @@ def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
         n = t.failed_without_gpu_count
         _empty(ax, f"GPU-hours unknown: {n} failed job{'s' if n != 1 else ''} without a GPU "
                "count" if n else "no GPU-hours lost this week")
-    save(fig, "gpu_hours_lost")
+    figs["gpu_hours_lost"] = fig
 
     days = [(rep.start + timedelta(days=i)).date().isoformat() for i in range(7)]
     statuses = ["not_failed", "attributed", "ambiguous", "unattributed", "pending"]
@@ -508,12 +533,27 @@ def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
             ax.bar([d[5:] for d in days], vals, bottom=bottom, label=s, color=c)
             bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylabel("jobs ended")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{rep.scope} {rep.week}: jobs per day by status")
     if any(bottom):
-        ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
         _empty(ax, "no jobs ended this week")
-    save(fig, "jobs_per_day")
+    figs["jobs_per_day"] = fig
+    return figs
+
+
+def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
+    """Three PNG charts (`chart_figures`)."""
+    import matplotlib.pyplot as plt
+
+    charts: dict[str, bytes] = {}
+    for name, fig in chart_figures(rep).items():
+        buf = io.BytesIO()
+        fig.tight_layout()
+        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+        plt.close(fig)
+        charts[name] = buf.getvalue()
     return charts
 
 

@@ -278,3 +278,63 @@ def test_unknown_gpu_counts_are_words_not_zero(tmp_path):
     rows = {r[0]: r for r in report.summary_rows(rep)}
     assert rows["GPU-hours lost to the fleet (infrastructure)"][1].startswith("unknown (")
     assert rows["GPU-hours lost to the fleet (infrastructure)"][3] == ""
+
+
+def _two_weeks() -> report.WeeklyReport:
+    monday = datetime(2026, 11, 9, tzinfo=timezone.utc)
+    this = report.WeekStats(
+        jobs=20, failed=9, by_status={"attributed": 7, "ambiguous": 2, "not_failed": 11},
+        by_category={"gpu.lost": 4, "app.error": 2, "storage": 1},
+        gpu_hours_lost={"gpu.lost": 96.0, "ambiguous": 10.0, "app.error": 4.5, "storage": 2.0},
+        gpu_hours_lost_total=112.5,
+        daily={"2026-11-09": {"attributed": 3, "not_failed": 1}, "2026-11-10": {"ambiguous": 2}},
+    )
+    previous = report.WeekStats(
+        jobs=10, failed=5, by_status={"attributed": 4, "unattributed": 1},
+        by_category={"gpu.lost": 1, "network.fabric": 3},  # network.fabric: last week only
+    )
+    return report.WeeklyReport(scope="atlas", week="2026-W46", start=monday,
+                               end=monday + timedelta(days=7), this=this, previous=previous)
+
+
+def test_charts_follow_the_table_and_keep_last_weeks_categories():
+    rep = _two_weeks()
+    rows = report.category_rows(rep)
+    data = report.chart_data(rep)
+    bars = data["failed_by_category"]
+    assert bars["labels"] == [r[0] for r in rows]  # the table's order, top to bottom
+    assert bars["labels"] == ["gpu.lost", "app.error", "storage", "ambiguous",
+                              "network.fabric", "unattributed"]
+    by = dict(zip(bars["labels"], zip(bars["this"], bars["previous"], strict=True), strict=True))
+    assert by["network.fabric"] == (0, 3) and by["unattributed"] == (0, 1)
+    change = {r[0]: r[-1] for r in rows}
+    assert change["network.fabric"] == "-3 (-100%)" and change["unattributed"] == "-1 (-100%)"
+    assert data["gpu_hours_lost"]["labels"] == ["gpu.lost", "app.error", "storage", "ambiguous"]
+
+
+def test_chart_axes_legends_and_order():
+    import matplotlib.pyplot as plt
+
+    rep = _two_weeks()
+    figs = report.chart_figures(rep)
+    try:
+        ax = figs["failed_by_category"].axes[0]
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        ticks = list(ax.get_yticks())
+        # first table row drawn on top: y axis inverted, first label at the smallest y
+        assert ax.yaxis_inverted() and labels[ticks.index(min(ticks))] == "gpu.lost"
+        assert [t.get_text() for t in ax.texts] == ["-100%", "-100%"]
+        for name, axis in (("failed_by_category", "x"), ("jobs_per_day", "y")):
+            a = figs[name].axes[0]
+            lo, hi = a.get_xlim() if axis == "x" else a.get_ylim()
+            vals = [v for v in (a.get_xticks() if axis == "x" else a.get_yticks())
+                    if lo <= v <= hi]
+            assert vals and all(float(v).is_integer() for v in vals), (name, vals)
+            # the legend sits right of the plot, not over a bar
+            fig = figs[name]
+            fig.canvas.draw()
+            box = a.get_legend().get_window_extent()
+            assert box.x0 >= a.get_window_extent().x1, name
+    finally:
+        for f in figs.values():
+            plt.close(f)
