@@ -7,6 +7,7 @@ hold jobs that ended in the week). `weekly_report_schedule` builds last week's r
 every Monday at 06:00 UTC; older weeks are a backfill over the `week` dimension.
 """
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from dagster import (
@@ -17,14 +18,19 @@ from dagster import (
     DefaultScheduleStatus,
     MaterializeResult,
     MetadataValue,
+    MultiPartitionKey,
     MultiPartitionsDefinition,
+    RunRequest,
     ScheduleDefinition,
+    ScheduleEvaluationContext,
+    SkipReason,
     StaticPartitionsDefinition,
     WeeklyPartitionsDefinition,
     asset,
-    build_schedule_from_partitioned_job,
     define_asset_job,
+    schedule,
 )
+from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from attribution_dagster.assets.per_window import GROUP, cluster_names
 from attribution_dagster.core.config import AttributionConfig
@@ -108,16 +114,42 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
 def build_report_schedule(
     report_assets: list[AssetsDefinition], running: bool = True
 ) -> ScheduleDefinition:
-    """Mondays 06:00 UTC: every scope's report of the week that just ended."""
+    """Mondays 06:00 UTC: every scope's report of the week that just ended.
+
+    Written out rather than `build_schedule_from_partitioned_job`, which calls the
+    deprecated `run_request_for_partition` and tags each run `dagster/partition/<dimension>`
+    (a tag key Dagster 2.0 rejects). Each request names its partition in the
+    `dagster/partition` tag itself, so Dagster does not add the per-dimension tags."""
+    [report_asset] = report_assets
+    partitions = report_asset.partitions_def
+    assert isinstance(partitions, MultiPartitionsDefinition)
+    weeks = partitions.get_partitions_def_for_dimension(WEEK_DIM)
+    scopes = partitions.get_partitions_def_for_dimension(SCOPE_DIM).get_partition_keys()
     job = define_asset_job(
         REPORT_JOB,
         selection=report_assets,
         description="Weekly failure reports (every scope of one week).",
     )
-    return build_schedule_from_partitioned_job(
-        job,
+
+    @schedule(
         name="weekly_report_schedule",
-        hour_of_day=6,
-        minute_of_hour=0,
+        job=job,
+        cron_schedule="0 6 * * 1",
+        execution_timezone="UTC",
         default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED,
+        description="Every scope's weekly report of the week that just ended.",
     )
+    def weekly_report_schedule(
+        context: ScheduleEvaluationContext,
+    ) -> list[RunRequest] | SkipReason:
+        now = context.scheduled_execution_time or datetime.now(timezone.utc)
+        last = now.astimezone(timezone.utc).date() - timedelta(days=7)
+        monday = last - timedelta(days=last.weekday())  # the week that just ended
+        if monday < weeks.start.date():
+            return SkipReason(f"no complete week yet (reports start {weeks.start:%Y-%m-%d})")
+        week = monday.strftime(weeks.fmt)
+        keys = [MultiPartitionKey({SCOPE_DIM: s, WEEK_DIM: week}) for s in scopes]
+        return [RunRequest(run_key=str(k), partition_key=k, tags={PARTITION_NAME_TAG: str(k)})
+                for k in keys]
+
+    return weekly_report_schedule

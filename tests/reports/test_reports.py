@@ -198,10 +198,20 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
     assert schedule.cron_schedule == "0 6 * * 1"
     assert schedule.default_status.value == "RUNNING"
     when = datetime(2026, 11, 16, 6, 0, tzinfo=timezone.utc)
-    with build_schedule_context(instance=instance, scheduled_execution_time=when) as ctx:
-        requests = schedule.evaluate_tick(ctx).run_requests
+    with warnings.catch_warnings():
+        # no run_request_for_partition, no dagster/partition/<dimension> tag keys
+        warnings.simplefilter("error", DeprecationWarning)
+        with build_schedule_context(instance=instance, scheduled_execution_time=when,
+                                    repository_def=defs.get_repository_def()) as ctx:
+            requests = schedule.evaluate_tick(ctx).run_requests
     keys = sorted(str(rq.partition_key) for rq in requests)
     assert keys == ["atlas|2026-11-09", "fleet|2026-11-09"]
+    assert all(rq.tags["dagster/partition"] == str(rq.partition_key) for rq in requests)
+    assert not [k for rq in requests for k in rq.tags if k.startswith("dagster/partition/")]
+    before = datetime(2026, 11, 2, 6, 0, tzinfo=timezone.utc)  # report_start: no week yet
+    with build_schedule_context(instance=instance, scheduled_execution_time=before) as ctx:
+        data = schedule.evaluate_tick(ctx)
+    assert not data.run_requests and "no complete week yet" in data.skip_message
 
 
 def test_an_empty_week_still_renders(tmp_path, recwarn):
