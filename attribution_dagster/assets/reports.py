@@ -30,7 +30,7 @@ from dagster import (
     define_asset_job,
     schedule,
 )
-from dagster._core.storage.tags import PARTITION_NAME_TAG
+PARTITION_NAME_TAG = "dagster/partition"  # Dagster's tag naming the run's partition
 
 from attribution_dagster.assets.per_window import GROUP, cluster_names
 from attribution_dagster.core.config import AttributionConfig
