@@ -30,7 +30,6 @@ from dagster import (
     define_asset_job,
     schedule,
 )
-PARTITION_NAME_TAG = "dagster/partition"  # Dagster's tag naming the run's partition
 
 from attribution_dagster.assets.per_window import GROUP, cluster_names
 from attribution_dagster.core.config import AttributionConfig
@@ -41,6 +40,7 @@ from attribution_dagster.rules.vocabulary import category_meanings
 SCOPE_DIM = "scope"
 WEEK_DIM = "week"
 REPORT_JOB = "weekly_report_job"
+PARTITION_NAME_TAG = "dagster/partition"  # Dagster's tag naming the run's partition
 
 
 def report_scopes(config: AttributionConfig) -> list[str]:
