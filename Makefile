@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CASES  ?= samples
 
+PORT ?= 3000
+
 .PHONY: setup run test bench bench-week quality ui screenshot lint docs clean
 
 setup: $(STAMP)
@@ -20,8 +22,9 @@ run: $(STAMP)
 	$(BIN)/attribution run $(CASES) --instance .dagster
 
 ## The Dagster UI on 127.0.0.1:3000 over the instance in .dagster/ (what `make run` recorded).
+## The Dagster UI on http://127.0.0.1:$(PORT) (default 3000; the next free port if taken).
 ui: $(STAMP)
-	VENV_BIN=$(BIN) scripts/ui.sh
+	VENV_BIN=$(BIN) PORT=$(PORT) scripts/ui.sh
 
 ## Screenshots of the asset graph and of one job partition, by headless Chromium, into docs/.
 screenshot: $(STAMP)

@@ -2,7 +2,11 @@
 # The Dagster UI (webserver + daemon, so the case-directory sensor runs) on 127.0.0.1,
 # with a persistent instance under the repository: .dagster/
 #
-#   scripts/ui.sh [extra `dagster dev` args, e.g. -p 3001]
+#   scripts/ui.sh [extra `dagster dev` args]
+#   PORT=3001 scripts/ui.sh     (or `make ui PORT=3001`)
+#
+# PORT (default 3000) is where it listens; when that port is taken, the next free one
+# above it is used and printed, rather than failing on a busy port.
 #
 # Configure with ATTRIBUTION_* variables (docs/dagster.md), e.g.
 #   ATTRIBUTION_CASE_ROOT=/data/gpu-cases scripts/ui.sh
@@ -11,6 +15,30 @@ cd "$(dirname "$0")/.."
 VENV_BIN=${VENV_BIN:-.venv/bin}
 export DAGSTER_HOME="$PWD/.dagster"
 mkdir -p "$DAGSTER_HOME"
+# The port: PORT, or the next free one above it (up to 100 tries).
+free_port() {
+  "$VENV_BIN/python" - "$1" <<'PY'
+import socket, sys
+start = int(sys.argv[1])
+for port in range(start, start + 100):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        print(port)
+        sys.exit(0)
+sys.exit(f"no free port in {start}-{start + 99}")
+PY
+}
+WANT=${PORT:-3000}
+case "$WANT" in (''|*[!0-9]*) echo "PORT must be a number, got '$WANT'" >&2; exit 2;; esac
+PORT=$(free_port "$WANT")
+if [ "$PORT" != "$WANT" ]; then
+  echo "port $WANT is taken; using $PORT" >&2
+fi
+echo "Dagster UI: http://127.0.0.1:$PORT" >&2
+if [ "${UI_DRY_RUN:-}" = 1 ]; then echo "$PORT"; exit 0; fi  # for tests: the port only
 # A new instance: no telemetry, batched event writes (attribution_dagster/instance/storage.py)
 "$VENV_BIN/python" -c 'import sys, pathlib
 from attribution_dagster.cli.local_run import write_instance_yaml
@@ -25,4 +53,4 @@ write_instance_yaml(pathlib.Path(sys.argv[1]))' "$DAGSTER_HOME"
 exec "$VENV_BIN/python" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-os.execv(sys.argv[1], sys.argv[1:])' "$VENV_BIN/dagster" dev -h 127.0.0.1 -w workspace.yaml "$@"
+os.execv(sys.argv[1], sys.argv[1:])' "$VENV_BIN/dagster" dev -h 127.0.0.1 -p "$PORT" -w workspace.yaml "$@"

@@ -54,6 +54,26 @@ def reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
+BATCH_JOBS_TAG = "attribution/batch_jobs"
+BATCH_FIRST_TAG = "attribution/batch_first_job"
+BATCH_LAST_TAG = "attribution/batch_last_job"
+
+
+def batch_run_tags(keys: list[str]) -> dict[str, str]:
+    """What a batch run covered, for the runs list: job count, first and last job."""
+    return {BATCH_JOBS_TAG: str(len(keys)), BATCH_FIRST_TAG: keys[0], BATCH_LAST_TAG: keys[-1]}
+
+
+def tag_batch_run(context: AssetExecutionContext, keys: list[str]) -> None:
+    """Tag the run with `batch_run_tags`: a backfill launches the run, so the tags are added
+    when it starts (a run of several assets tags it once)."""
+    tags = batch_run_tags(keys)
+    run = context.instance.get_run_by_id(context.run.run_id)
+    if run is not None and all(run.tags.get(k) == v for k, v in tags.items()):
+        return
+    context.instance.add_run_tags(context.run.run_id, tags)
+
+
 def for_each_job(
     context: AssetExecutionContext,
     store: AssetValueStore,
@@ -66,6 +86,8 @@ def for_each_job(
     """Run `compute` for each partition of the step, isolating failures (see module doc)."""
     asset_name = context.asset_key.to_user_string()
     batch = JobBatch(keys=list(context.partition_keys))
+    if batch.batched:
+        tag_batch_run(context, batch.keys)
     inputs = store.get(upstream, batch.keys) if upstream else {}
     for key in batch.keys:
         payload: str | None = None

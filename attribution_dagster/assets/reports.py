@@ -7,6 +7,7 @@ hold jobs that ended in the week). `weekly_report_schedule` builds last week's r
 every Monday at 06:00 UTC; older weeks are a backfill over the `week` dimension.
 """
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from dagster import (
@@ -17,13 +18,17 @@ from dagster import (
     DefaultScheduleStatus,
     MaterializeResult,
     MetadataValue,
+    MultiPartitionKey,
     MultiPartitionsDefinition,
+    RunRequest,
     ScheduleDefinition,
+    ScheduleEvaluationContext,
+    SkipReason,
     StaticPartitionsDefinition,
     WeeklyPartitionsDefinition,
     asset,
-    build_schedule_from_partitioned_job,
     define_asset_job,
+    schedule,
 )
 
 from attribution_dagster.assets.per_window import GROUP, cluster_names
@@ -35,6 +40,7 @@ from attribution_dagster.rules.vocabulary import category_meanings
 SCOPE_DIM = "scope"
 WEEK_DIM = "week"
 REPORT_JOB = "weekly_report_job"
+PARTITION_NAME_TAG = "dagster/partition"  # Dagster's tag naming the run's partition
 
 
 def report_scopes(config: AttributionConfig) -> list[str]:
@@ -90,6 +96,12 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
                 "GPU-hours lost": MetadataValue.float(float(t.gpu_hours_lost_total))
                 if t.gpu_hours_known else MetadataValue.text(t.gpu_hours_text(fmt=",.1f")),
                 "failed jobs without a GPU count": MetadataValue.int(t.failed_without_gpu_count),
+                # only the infrastructure share is the fleet's loss (not a user's time limit)
+                "GPU-hours lost to the fleet": MetadataValue.float(t.fleet_gpu_hours)
+                if t.fleet_gpu_hours_known
+                else MetadataValue.text(t.class_hours_text(weekly.INFRA, fmt=",.1f")),
+                **{f"{c} failures": MetadataValue.int(t.by_class.get(c, 0))
+                   for c in weekly.CLASSES},
                 "ambiguous rate": MetadataValue.float(round(t.rate("ambiguous"), 4)),
                 "unattributed rate": MetadataValue.float(round(t.rate("unattributed"), 4)),
                 "repeat offenders": MetadataValue.int(len(rep.offenders)),
@@ -102,16 +114,42 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
 def build_report_schedule(
     report_assets: list[AssetsDefinition], running: bool = True
 ) -> ScheduleDefinition:
-    """Mondays 06:00 UTC: every scope's report of the week that just ended."""
+    """Mondays 06:00 UTC: every scope's report of the week that just ended.
+
+    Written out rather than `build_schedule_from_partitioned_job`, which calls the
+    deprecated `run_request_for_partition` and tags each run `dagster/partition/<dimension>`
+    (a tag key Dagster 2.0 rejects). Each request names its partition in the
+    `dagster/partition` tag itself, so Dagster does not add the per-dimension tags."""
+    [report_asset] = report_assets
+    partitions = report_asset.partitions_def
+    assert isinstance(partitions, MultiPartitionsDefinition)
+    weeks = partitions.get_partitions_def_for_dimension(WEEK_DIM)
+    scopes = partitions.get_partitions_def_for_dimension(SCOPE_DIM).get_partition_keys()
     job = define_asset_job(
         REPORT_JOB,
         selection=report_assets,
         description="Weekly failure reports (every scope of one week).",
     )
-    return build_schedule_from_partitioned_job(
-        job,
+
+    @schedule(
         name="weekly_report_schedule",
-        hour_of_day=6,
-        minute_of_hour=0,
+        job=job,
+        cron_schedule="0 6 * * 1",
+        execution_timezone="UTC",
         default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED,
+        description="Every scope's weekly report of the week that just ended.",
     )
+    def weekly_report_schedule(
+        context: ScheduleEvaluationContext,
+    ) -> list[RunRequest] | SkipReason:
+        now = context.scheduled_execution_time or datetime.now(timezone.utc)
+        last = now.astimezone(timezone.utc).date() - timedelta(days=7)
+        monday = last - timedelta(days=last.weekday())  # the week that just ended
+        if monday < weeks.start.date():
+            return SkipReason(f"no complete week yet (reports start {weeks.start:%Y-%m-%d})")
+        week = monday.strftime(weeks.fmt)
+        keys = [MultiPartitionKey({SCOPE_DIM: s, WEEK_DIM: week}) for s in scopes]
+        return [RunRequest(run_key=str(k), partition_key=k, tags={PARTITION_NAME_TAG: str(k)})
+                for k in keys]
+
+    return weekly_report_schedule

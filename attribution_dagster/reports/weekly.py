@@ -14,6 +14,12 @@ scheduler); a result with no job row (the per-job path before it recorded contex
 in the week it was analysed. When a job has results under several rules versions, the
 newest written one counts. GPU-hours lost = nodes x GPUs per node x duration of failed jobs;
 jobs whose scheduler gave no GPU count are counted apart, never guessed.
+
+Failures are split into four classes (`failure_class`): infrastructure (gpu.*, network.*,
+node.*, storage), application (app.*), scheduler policy (scheduler.*, and any TIMEOUT,
+PREEMPTED or CANCELLED job not blamed on the infrastructure or the application) and
+unexplained (ambiguous, unattributed, not attributed yet). Only the infrastructure share is
+"GPU-hours lost to the fleet"; a user's time limit is not the fleet's loss.
 """
 
 from __future__ import annotations
@@ -40,6 +46,30 @@ MAX_OFFENDERS = 10  # shown per kind; the report model keeps all
 # time limit is where the job ran, not something to go and fix.
 INFRA_PREFIXES = ("gpu.", "network.", "node.", "storage")
 OFFENDER_KINDS = ("node", "gpu", "port", "switch", "storage")
+INFRA = "infrastructure"
+APPLICATION = "application"
+SCHEDULER = "scheduler policy"
+UNEXPLAINED = "unexplained"
+CLASSES = (INFRA, APPLICATION, SCHEDULER, UNEXPLAINED)
+# the scheduler ended these jobs by its policy (time limit, preemption, cancellation)
+POLICY_STATES = ("TIMEOUT", "PREEMPTED", "CANCELLED")
+
+
+def failure_class(category: str | None, state: str | None = None) -> str:
+    """The class of a failed job: by its category when attributed, else by the scheduler's
+    state (a TIMEOUT, PREEMPTED or CANCELLED job is policy), else unexplained."""
+    cat = category or ""
+    if cat.startswith(INFRA_PREFIXES):
+        return INFRA
+    if cat.startswith("app."):
+        return APPLICATION
+    if cat.startswith("scheduler."):
+        return SCHEDULER
+    if (state or "").split(" ")[0].upper() in POLICY_STATES:
+        return SCHEDULER
+    return UNEXPLAINED
+
+
 KIND_LABELS = {
     "node": "node",
     "gpu": "GPU (node/PCI id)",
@@ -87,6 +117,11 @@ class WeekStats(BaseModel):
     ambiguous_why: dict[str, int] = Field(default_factory=dict)
     unattributed_why: dict[str, int] = Field(default_factory=dict)
     daily: dict[str, dict[str, int]] = Field(default_factory=dict)  # day -> status -> jobs
+    # failure class (CLASSES) -> failed jobs / GPU-hours of those with a GPU count / jobs
+    # without one
+    by_class: dict[str, int] = Field(default_factory=dict)
+    gpu_hours_by_class: dict[str, float] = Field(default_factory=dict)
+    gpu_hours_unknown_by_class: dict[str, int] = Field(default_factory=dict)
 
     def rate(self, status: str) -> float:
         return self.by_status.get(status, 0) / self.failed if self.failed else 0.0
@@ -96,6 +131,21 @@ class WeekStats(BaseModel):
         """Every failed job had a GPU count (no failed job: 0 is known, and true)."""
         return self.failed_without_gpu_count == 0
 
+    @property
+    def fleet_gpu_hours(self) -> float:
+        """GPU-hours lost to the fleet: the infrastructure class only."""
+        return self.gpu_hours_by_class.get(INFRA, 0.0)
+
+    @property
+    def fleet_gpu_hours_known(self) -> bool:
+        return not self.gpu_hours_unknown_by_class.get(INFRA, 0)
+
+    def class_hours_text(self, cls: str, fmt: str = ",.0f") -> str:
+        """GPU-hours of one failure class, in the words of `gpu_hours_text`."""
+        return _hours_text(self.gpu_hours_by_class.get(cls, 0.0),
+                           self.gpu_hours_unknown_by_class.get(cls, 0),
+                           cls in self.gpu_hours_by_class, fmt)
+
     def gpu_hours_text(self, key: str | None = None, fmt: str = ",.0f") -> str:
         """GPU-hours lost (of one category / status, or in all) for people: a number when
         every job counted had a GPU count; `unknown (N jobs without a GPU count)` when none
@@ -103,11 +153,15 @@ class WeekStats(BaseModel):
         "not known"."""
         hours = self.gpu_hours_lost.get(key, 0.0) if key else self.gpu_hours_lost_total
         missing = self.gpu_hours_unknown.get(key, 0) if key else self.failed_without_gpu_count
-        if not missing:
-            return format(hours, fmt)
-        jobs = f"{missing} job{'s' if missing != 1 else ''} without a GPU count"
         known = key in self.gpu_hours_lost if key else len(self.gpu_hours_lost) > 0
-        return f"at least {format(hours, fmt)} (+{jobs})" if known else f"unknown ({jobs})"
+        return _hours_text(hours, missing, known, fmt)
+
+
+def _hours_text(hours: float, missing: int, known: bool, fmt: str) -> str:
+    if not missing:
+        return format(hours, fmt)
+    jobs = f"{missing} job{'s' if missing != 1 else ''} without a GPU count"
+    return f"at least {format(hours, fmt)} (+{jobs})" if known else f"unknown ({jobs})"
 
 
 class Offender(BaseModel):
@@ -203,6 +257,9 @@ def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | Non
     amb: Counter[str] = Counter()
     una: Counter[str] = Counter()
     daily: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    classes: Counter[str] = Counter()
+    class_lost: defaultdict[str, float] = defaultdict(float)
+    class_unknown: Counter[str] = Counter()
     for row in _population(sink, start, end, cluster):
         st.jobs += 1
         has_result = row["id"] is not None
@@ -222,6 +279,8 @@ def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | Non
             continue
         st.failed += 1
         what = row["category"] or s
+        cls = failure_class(row["category"] if s == "attributed" else None, row.get("state"))
+        classes[cls] += 1
         if s == "attributed" and row["category"]:
             cats[row["category"]] += 1
         elif s == "ambiguous":
@@ -232,8 +291,10 @@ def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | Non
         if hours is None:
             st.failed_without_gpu_count += 1
             unknown[what] += 1
+            class_unknown[cls] += 1
         else:
             lost[what] += float(hours)
+            class_lost[cls] += float(hours)
     st.by_status = dict(status.most_common())
     st.by_category = dict(cats.most_common())
     st.gpu_hours_lost = {k: round(v, 1) for k, v in sorted(lost.items(), key=lambda kv: -kv[1])}
@@ -242,6 +303,9 @@ def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | Non
     st.ambiguous_why = dict(amb.most_common(10))
     st.unattributed_why = dict(una.most_common(10))
     st.daily = {d: dict(c) for d, c in sorted(daily.items())}
+    st.by_class = {c: classes[c] for c in CLASSES}
+    st.gpu_hours_by_class = {c: float(round(class_lost[c], 1)) for c in CLASSES if c in class_lost}
+    st.gpu_hours_unknown_by_class = {c: class_unknown[c] for c in CLASSES if class_unknown[c]}
     return st
 
 
@@ -333,9 +397,14 @@ def summary_rows(rep: WeeklyReport) -> list[list[str]]:
     return [
         ["jobs", f"{t.jobs}", f"{p.jobs}", _delta(t.jobs, p.jobs)],
         ["failed", f"{t.failed} ({failed_share})", f"{p.failed}", _delta(t.failed, p.failed)],
-        ["GPU-hours lost", t.gpu_hours_text(), p.gpu_hours_text(),
-         _delta(t.gpu_hours_lost_total, p.gpu_hours_lost_total)
-         if t.gpu_hours_known and p.gpu_hours_known else ""],
+        *[[f"  {c} failures", f"{t.by_class.get(c, 0)}", f"{p.by_class.get(c, 0)}",
+           _delta(t.by_class.get(c, 0), p.by_class.get(c, 0))] for c in CLASSES],
+        ["GPU-hours lost to the fleet (infrastructure)", t.class_hours_text(INFRA),
+         p.class_hours_text(INFRA),
+         _delta(t.fleet_gpu_hours, p.fleet_gpu_hours)
+         if t.fleet_gpu_hours_known and p.fleet_gpu_hours_known else ""],
+        *[[f"  GPU-hours of {c} failures", t.class_hours_text(c), p.class_hours_text(c), ""]
+          for c in CLASSES[1:]],
         ["ambiguous (of failed)", f"{t.rate('ambiguous'):.1%}", f"{p.rate('ambiguous'):.1%}", ""],
         ["unattributed (of failed)", f"{t.rate('unattributed'):.1%}",
          f"{p.rate('unattributed'):.1%}", ""],
@@ -350,14 +419,25 @@ def _failed_jobs(st: WeekStats, key: str) -> int:
     return st.by_status.get(key, 0) if key in _STATUS_ROWS else st.by_category.get(key, 0)
 
 
+def category_keys(rep: WeeklyReport) -> list[str]:
+    """The rows of the category table, and the bars of its charts, top to bottom: this
+    week's categories (most jobs first), then ambiguous / unattributed / pending, then the
+    categories seen only last week (shown at -100%)."""
+    t, p = rep.this, rep.previous
+    other = [k for k in _STATUS_ROWS if t.by_status.get(k)]
+    before = [k for k in _STATUS_ROWS if p.by_status.get(k) and k != "pending"]
+    return list(dict.fromkeys([*t.by_category, *other, *t.gpu_hours_lost, *p.by_category,
+                               *before]))
+
+
 def category_rows(rep: WeeklyReport) -> list[list[str]]:
     """Per category (plus ambiguous / unattributed / pending): failed jobs, GPU-hours."""
     t, p = rep.this, rep.previous
-    other = [k for k in ("ambiguous", "unattributed", "pending") if t.by_status.get(k)]
-    keys = list(dict.fromkeys([*t.by_category, *other, *t.gpu_hours_lost, *p.by_category]))
+    keys = category_keys(rep)
     return [
         [
             k,
+            failure_class(None if k in _STATUS_ROWS else k),
             rep.meanings.get(k, k.replace("_", " ")),
             str(_failed_jobs(t, k)),
             t.gpu_hours_text(k),
@@ -378,53 +458,69 @@ def offender_rows(rep: WeeklyReport, limit: int = MAX_OFFENDERS) -> list[list[st
     return rows
 
 
-def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
-    """Three PNG charts: failed jobs and GPU-hours lost by category, jobs per day."""
+def chart_data(rep: WeeklyReport) -> dict[str, dict[str, list[Any]]]:
+    """What the bar charts draw, top to bottom, in the order of the category table:
+    `failed_by_category` (labels, this week, previous week; a category seen only last week
+    is kept at 0 this week) and `gpu_hours_lost` (labels, hours; categories with hours)."""
+    t, p = rep.this, rep.previous
+    keys = [k for k in category_keys(rep) if k != "pending"]
+    lost = [k for k in category_keys(rep) if k in t.gpu_hours_lost]
+    return {
+        "failed_by_category": {
+            "labels": keys,
+            "this": [_failed_jobs(t, k) for k in keys],
+            "previous": [_failed_jobs(p, k) for k in keys],
+        },
+        "gpu_hours_lost": {"labels": lost, "hours": [t.gpu_hours_lost[k] for k in lost]},
+    }
+
+
+def chart_figures(rep: WeeklyReport) -> dict[str, Any]:
+    """The three matplotlib figures (failed jobs and GPU-hours lost by category, jobs per
+    day): integer ticks for counts, legends outside the plot, bars in table order."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    charts: dict[str, bytes] = {}
-
-    def save(fig: Any, name: str) -> None:
-        buf = io.BytesIO()
-        fig.tight_layout()
-        fig.savefig(buf, format="png", dpi=90)
-        plt.close(fig)
-        charts[name] = buf.getvalue()
-
-    t, p = rep.this, rep.previous
-    failed = {**t.by_category, **{k: t.by_status[k] for k in ("ambiguous", "unattributed")
-                                  if t.by_status.get(k)}}
-    keys = sorted(failed, key=lambda k: failed[k])
-    fig, ax = plt.subplots(figsize=(7, 0.35 * len(keys) + 1.4))
+    figs: dict[str, Any] = {}
+    t = rep.this
+    data = chart_data(rep)
+    d = data["failed_by_category"]
+    keys = d["labels"]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(keys) + 1.4))
     y = range(len(keys))
-    before = {**p.by_category, **{k: p.by_status.get(k, 0) for k in ("ambiguous", "unattributed")}}
-    ax.barh([i + 0.2 for i in y], [failed[k] for k in keys], height=0.4, label=rep.week,
-            color="#c0392b")
-    ax.barh([i - 0.2 for i in y], [before.get(k, 0) for k in keys], height=0.4,
-            label="previous week", color="#bbbbbb")
+    ax.barh([i - 0.2 for i in y], d["this"], height=0.4, label=rep.week, color="#c0392b")
+    ax.barh([i + 0.2 for i in y], d["previous"], height=0.4, label="previous week",
+            color="#bbbbbb")
+    for i, (now, before) in enumerate(zip(d["this"], d["previous"], strict=True)):
+        if before and not now:  # seen last week only: kept, and said
+            ax.text(0.05, i - 0.2, "-100%", va="center", fontsize=7, color="#c0392b")
     ax.set_yticks(list(y), keys)
+    ax.invert_yaxis()  # the first row of the table on top
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("failed jobs")
     ax.set_title(f"{rep.scope} {rep.week}: failed jobs by category")
     if keys:
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
     else:
         _empty(ax, "no failed jobs this week")
-    save(fig, "failed_by_category")
+    figs["failed_by_category"] = fig
 
-    lost = t.gpu_hours_lost
-    keys = sorted(lost, key=lambda k: lost[k])
-    fig, ax = plt.subplots(figsize=(7, 0.35 * len(keys) + 1.4))
-    ax.barh(keys, [lost[k] for k in keys], color="#8e44ad")
+    d = data["gpu_hours_lost"]
+    keys = d["labels"]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(keys) + 1.4))
+    ax.barh(keys, d["hours"], color="#8e44ad")
+    ax.invert_yaxis()
     ax.set_xlabel("GPU-hours lost (nodes x GPUs x duration of failed jobs)")
-    ax.set_title(f"{rep.scope} {rep.week}: GPU-hours lost: {t.gpu_hours_text()}")
+    ax.set_title(f"{rep.scope} {rep.week}: GPU-hours lost to the fleet (infrastructure): "
+                 f"{t.class_hours_text(INFRA)}", fontsize=9)
     if not keys:
         n = t.failed_without_gpu_count
         _empty(ax, f"GPU-hours unknown: {n} failed job{'s' if n != 1 else ''} without a GPU "
                "count" if n else "no GPU-hours lost this week")
-    save(fig, "gpu_hours_lost")
+    figs["gpu_hours_lost"] = fig
 
     days = [(rep.start + timedelta(days=i)).date().isoformat() for i in range(7)]
     statuses = ["not_failed", "attributed", "ambiguous", "unattributed", "pending"]
@@ -437,12 +533,27 @@ def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
             ax.bar([d[5:] for d in days], vals, bottom=bottom, label=s, color=c)
             bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylabel("jobs ended")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{rep.scope} {rep.week}: jobs per day by status")
     if any(bottom):
-        ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
         _empty(ax, "no jobs ended this week")
-    save(fig, "jobs_per_day")
+    figs["jobs_per_day"] = fig
+    return figs
+
+
+def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
+    """Three PNG charts (`chart_figures`)."""
+    import matplotlib.pyplot as plt
+
+    charts: dict[str, bytes] = {}
+    for name, fig in chart_figures(rep).items():
+        buf = io.BytesIO()
+        fig.tight_layout()
+        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+        plt.close(fig)
+        charts[name] = buf.getvalue()
     return charts
 
 
@@ -454,8 +565,15 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
+ACCOUNTING_NOTE = (
+    "Failures are split into infrastructure (gpu.*, network.*, node.*, storage), application "
+    "(app.*), scheduler policy (scheduler.*; TIMEOUT, PREEMPTED, CANCELLED) and unexplained "
+    "(ambiguous, unattributed, not attributed yet). Only the infrastructure share is GPU-hours "
+    "lost to the fleet."
+)
 SUMMARY_HEADER = ["", "this week", "previous week", "change"]
-CATEGORY_HEADER = ["category", "meaning", "failed jobs", "GPU-hours lost", "change in jobs"]
+CATEGORY_HEADER = ["category", "class", "meaning", "failed jobs", "GPU-hours lost",
+                   "change in jobs"]
 OFFENDER_HEADER = ["kind", "suspect", "jobs hurt", "categories", "jobs"]
 
 
@@ -476,6 +594,7 @@ def render_markdown(rep: WeeklyReport, images: dict[str, str]) -> str:
     ]
     parts += [f"![{n}]({images[n]})" for n in ("failed_by_category", "gpu_hours_lost")
               if n in images]
+    parts.append(ACCOUNTING_NOTE)
     if t.failed_without_gpu_count:
         parts.append(f"{t.failed_without_gpu_count} failed jobs had no GPU count from the "
                      "scheduler; their GPU-hours are not counted.")
@@ -533,7 +652,8 @@ time, UTC). Generated {rep.generated_at:%Y-%m-%d %H:%M} UTC by attribution-dagst
 {_html_table(SUMMARY_HEADER, summary_rows(rep))}
 <h2>Failed jobs and GPU-hours lost by category</h2>
 <div class=charts>{img.get("failed_by_category", "")}{img.get("gpu_hours_lost", "")}</div>
-{_html_table(CATEGORY_HEADER, category_rows(rep))}{gpu_note}
+{_html_table(CATEGORY_HEADER, category_rows(rep))}
+<p class=muted>{html.escape(ACCOUNTING_NOTE)}</p>{gpu_note}
 <h2>Repeat offenders (suspect of an infrastructure failure in two or more jobs)</h2>{off}
 <h2>Why jobs stayed ambiguous or unattributed</h2>{amb}{una}
 <h2>Jobs per day</h2><div class=charts>{img.get("jobs_per_day", "")}</div>

@@ -139,6 +139,7 @@ def build_case_directory_sensor(
         new_keys: dict[str, str] = {}
         skipped = 0
         handled = 0
+        why: list[str] = []  # each case passed over, and why: the tick's skip reason says it
         for changed, name, case_dir in scan_case_root(root):
             if not cursor.is_new(changed, name):
                 continue
@@ -151,14 +152,14 @@ def build_case_directory_sensor(
             except Exception as exc:  # noqa: BLE001 - a bad case must not stop the tick
                 skipped += 1
                 first = (str(exc).strip().splitlines() or [""])[0]
-                context.log.warning(f"skipping case {case_dir}: {type(exc).__name__}: {first}")
+                why.append(f"{case_dir}: {type(exc).__name__}: {first}")
+                context.log.warning(f"skipping case {why[-1]}")
                 continue
             key = ctx.partition_key
             if key in new_keys:
-                context.log.warning(
-                    f"skipping case {case_dir}: partition key {key} is already used by "
-                    f"{new_keys[key]}"
-                )
+                why.append(f"{case_dir}: partition key {key} is already used by "
+                           f"{new_keys[key]}")
+                context.log.warning(f"skipping case {why[-1]}")
                 continue
             new_keys[key] = str(case_dir)
         # ask about these keys only: listing every partition grows with the retention
@@ -173,6 +174,8 @@ def build_case_directory_sensor(
                     cursor=cursor.dump(),
                     skip_reason=SkipReason(
                         f"no new jobs ({handled} case(s) read, {skipped} malformed)"
+                        + (f"; skipped {why[0]}" if why else "")
+                        + (f" (+{len(why) - 1} more)" if len(why) > 1 else "")
                     ),
                 )
             return SkipReason(f"no new cases under {root}")

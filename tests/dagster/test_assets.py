@@ -154,6 +154,11 @@ def test_many_partitions_in_one_run_with_per_partition_metadata(instance, setup)
     )
     assert result.success
     assert len(instance.get_run_records()) == 1  # one run for six jobs
+    # the run says what it covered: job count, first and last job
+    run = instance.get_run_by_id(result.run_id)
+    assert run.tags["attribution/batch_jobs"] == "6"
+    assert run.tags["attribution/batch_first_job"] == keys[0]
+    assert run.tags["attribution/batch_last_job"] == keys[-1]
     assert instance.get_materialized_partitions(AssetKey("attribution")) == set(keys)
     for i, key in enumerate(keys):
         meta = latest_metadata(instance, "attribution", key)

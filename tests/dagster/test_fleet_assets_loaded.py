@@ -133,7 +133,15 @@ def test_weekly_report_materializes_every_sample_week_with_unknown_gpu_hours(
                 assert meta["GPU-hours lost"] == (
                     f"unknown ({failed} job{'s' if failed != 1 else ''} without a GPU count)"
                 )
-                assert "| GPU-hours lost | unknown (" in meta["report"]
+                infra = meta["infrastructure failures"]
+                fleet_row = "| GPU-hours lost to the fleet (infrastructure) | "
+                if infra:
+                    assert meta["GPU-hours lost to the fleet"] == (
+                        f"unknown ({infra} job{'s' if infra != 1 else ''} without a GPU count)"
+                    )
+                    assert fleet_row + "unknown (" in meta["report"]
+                else:
+                    assert fleet_row + "0 |" in meta["report"]
             else:
                 assert meta["GPU-hours lost"] == 0.0
         # the fleet scope of a week reads the same rows
@@ -170,7 +178,8 @@ def test_weekly_report_with_known_and_zero_gpu_hours(tmp_path, monkeypatch, dags
         meta = materialization(instance, "weekly_report", "known|2026-11-16")
         assert meta["failed"] == 0 and meta["GPU-hours lost"] == 0.0
         assert isinstance(meta["GPU-hours lost"], float)
-        assert "| GPU-hours lost | 0 |" in meta["report"]
+        assert "| GPU-hours lost to the fleet (infrastructure) | 0 |" in meta["report"]
+        assert meta["GPU-hours lost to the fleet"] == 0.0
 
         assert run_report(defs, instance, "known", date(2026, 11, 9)).success
         meta = materialization(instance, "weekly_report", "known|2026-11-09")

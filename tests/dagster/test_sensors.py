@@ -127,6 +127,10 @@ def test_fixed_case_is_picked_up_after_being_malformed(instance, env):
     sensor = make_sensor()
     result, cursor = tick(sensor, instance, resources, None)
     assert requested(result) == []
+    # the tick's skip reason (shown in the UI) names the case and why, not only the logs
+    why = result.skip_reason.skip_message
+    assert why.startswith("no new jobs (1 case(s) read, 1 malformed); skipped ")
+    assert f"{root / 'late'}: " in why
     write_case(root, "late", job_id="400")  # rewrites context.json
     result, _ = tick(sensor, instance, resources, cursor)
     assert requested(result) == ["c1.400"]

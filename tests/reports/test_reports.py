@@ -188,6 +188,9 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
     meta = event.materialization.metadata
     assert meta["report"].value.count("data:image/png;base64,") == 3
     assert meta["jobs"].value == 200
+    assert sum(meta[f"{c} failures"].value for c in report.CLASSES) == meta["failed"].value
+    assert 0 < meta["GPU-hours lost to the fleet"].value < meta["GPU-hours lost"].value
+    assert "GPU-hours lost to the fleet (infrastructure)" in meta["report"].value
     assert Path(meta["html"].value).is_file()
     assert Path(meta["html"].value).parent == tmp_path / "reports" / "fleet" / "2026-W46"
 
@@ -195,10 +198,20 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
     assert schedule.cron_schedule == "0 6 * * 1"
     assert schedule.default_status.value == "RUNNING"
     when = datetime(2026, 11, 16, 6, 0, tzinfo=timezone.utc)
-    with build_schedule_context(instance=instance, scheduled_execution_time=when) as ctx:
-        requests = schedule.evaluate_tick(ctx).run_requests
+    with warnings.catch_warnings():
+        # no run_request_for_partition, no dagster/partition/<dimension> tag keys
+        warnings.simplefilter("error", DeprecationWarning)
+        with build_schedule_context(instance=instance, scheduled_execution_time=when,
+                                    repository_def=defs.get_repository_def()) as ctx:
+            requests = schedule.evaluate_tick(ctx).run_requests
     keys = sorted(str(rq.partition_key) for rq in requests)
     assert keys == ["atlas|2026-11-09", "fleet|2026-11-09"]
+    assert all(rq.tags["dagster/partition"] == str(rq.partition_key) for rq in requests)
+    assert not [k for rq in requests for k in rq.tags if k.startswith("dagster/partition/")]
+    before = datetime(2026, 11, 2, 6, 0, tzinfo=timezone.utc)  # report_start: no week yet
+    with build_schedule_context(instance=instance, scheduled_execution_time=before) as ctx:
+        data = schedule.evaluate_tick(ctx)
+    assert not data.run_requests and "no complete week yet" in data.skip_message
 
 
 def test_an_empty_week_still_renders(tmp_path, recwarn):
@@ -209,3 +222,129 @@ def test_an_empty_week_still_renders(tmp_path, recwarn):
     assert paths["html"].read_text().count('src="data:image/png;base64,') == 3
     assert "None this week." in paths["md"].read_text()
     assert not [w for w in recwarn if "legend" in str(w.message)]
+
+
+def test_failure_class():
+    assert report.failure_class("gpu.lost") == report.INFRA
+    assert report.failure_class("storage") == report.INFRA
+    assert report.failure_class("network.fabric", "TIMEOUT") == report.INFRA
+    assert report.failure_class("app.oom") == report.APPLICATION
+    assert report.failure_class("scheduler.time_limit") == report.SCHEDULER
+    # not attributed, but the scheduler ended it by its policy
+    for state in ("TIMEOUT", "PREEMPTED", "CANCELLED by 1000"):
+        assert report.failure_class(None, state) == report.SCHEDULER
+    assert report.failure_class(None, "FAILED") == report.UNEXPLAINED
+    assert report.failure_class(None, None) == report.UNEXPLAINED
+
+
+def test_split_accounting(warehouse):
+    """Every failed job is in one class; only infrastructure hours are the fleet's loss."""
+    url, jsonl, _ = warehouse
+    rep = report.build_report(url, "2026-W46", week_data.CLUSTER)
+    t = rep.this
+    assert list(t.by_class) == list(report.CLASSES)
+    assert sum(t.by_class.values()) == t.failed
+    by_cat = t.by_category
+    infra = sum(v for k, v in by_cat.items() if k.startswith(report.INFRA_PREFIXES))
+    assert t.by_class[report.INFRA] == infra
+    assert t.by_class[report.APPLICATION] == sum(
+        v for k, v in by_cat.items() if k.startswith("app."))
+    assert t.by_class[report.SCHEDULER] >= sum(
+        v for k, v in by_cat.items() if k.startswith("scheduler."))
+    assert t.by_class[report.SCHEDULER] > 0 and t.by_class[report.APPLICATION] > 0
+    want = sum(v for k, v in t.gpu_hours_lost.items() if k.startswith(report.INFRA_PREFIXES))
+    assert t.fleet_gpu_hours == pytest.approx(want, abs=0.5)
+    assert t.fleet_gpu_hours < t.gpu_hours_lost_total  # a time limit is not the fleet's loss
+    assert sum(t.gpu_hours_by_class.values()) == pytest.approx(t.gpu_hours_lost_total, abs=0.5)
+    rows = {r[0]: r for r in report.summary_rows(rep)}
+    fleet_row = rows["GPU-hours lost to the fleet (infrastructure)"]
+    assert fleet_row[1] == f"{t.fleet_gpu_hours:,.0f}"
+    assert "GPU-hours lost" not in rows  # no total that blames the fleet for everything
+    md = report.render_markdown(rep, {})
+    assert "scheduler policy failures" in md and "Only the infrastructure share" in md
+    cats = {r[0]: r[1] for r in report.category_rows(rep)}
+    assert cats.get("scheduler.time_limit", report.SCHEDULER) == report.SCHEDULER
+
+
+def test_unknown_gpu_counts_are_words_not_zero(tmp_path):
+    """Failed jobs without a GPU count: "unknown (N jobs without a GPU count)", never 0."""
+    import json
+
+    src = week_data.generate(tmp_path / "w", jobs=30, seed=5)
+    out = tmp_path / "nogpu.jsonl"
+    with src.open() as f, out.open("w") as g:
+        for line in f:
+            d = json.loads(line)
+            d["gpus_per_node"] = None
+            g.write(json.dumps(d) + "\n")
+    url = f"sqlite:///{tmp_path}/r.db"
+    fill(url, out)
+    rep = report.build_report(url, "2026-W46")
+    t = rep.this
+    n_infra = t.by_class[report.INFRA]
+    assert n_infra > 0 and t.gpu_hours_by_class == {}
+    assert t.class_hours_text(report.INFRA) == f"unknown ({n_infra} jobs without a GPU count)"
+    assert t.gpu_hours_text() == f"unknown ({t.failed} jobs without a GPU count)"
+    rows = {r[0]: r for r in report.summary_rows(rep)}
+    assert rows["GPU-hours lost to the fleet (infrastructure)"][1].startswith("unknown (")
+    assert rows["GPU-hours lost to the fleet (infrastructure)"][3] == ""
+
+
+def _two_weeks() -> report.WeeklyReport:
+    monday = datetime(2026, 11, 9, tzinfo=timezone.utc)
+    this = report.WeekStats(
+        jobs=20, failed=9, by_status={"attributed": 7, "ambiguous": 2, "not_failed": 11},
+        by_category={"gpu.lost": 4, "app.error": 2, "storage": 1},
+        gpu_hours_lost={"gpu.lost": 96.0, "ambiguous": 10.0, "app.error": 4.5, "storage": 2.0},
+        gpu_hours_lost_total=112.5,
+        daily={"2026-11-09": {"attributed": 3, "not_failed": 1}, "2026-11-10": {"ambiguous": 2}},
+    )
+    previous = report.WeekStats(
+        jobs=10, failed=5, by_status={"attributed": 4, "unattributed": 1},
+        by_category={"gpu.lost": 1, "network.fabric": 3},  # network.fabric: last week only
+    )
+    return report.WeeklyReport(scope="atlas", week="2026-W46", start=monday,
+                               end=monday + timedelta(days=7), this=this, previous=previous)
+
+
+def test_charts_follow_the_table_and_keep_last_weeks_categories():
+    rep = _two_weeks()
+    rows = report.category_rows(rep)
+    data = report.chart_data(rep)
+    bars = data["failed_by_category"]
+    assert bars["labels"] == [r[0] for r in rows]  # the table's order, top to bottom
+    assert bars["labels"] == ["gpu.lost", "app.error", "storage", "ambiguous",
+                              "network.fabric", "unattributed"]
+    by = dict(zip(bars["labels"], zip(bars["this"], bars["previous"], strict=True), strict=True))
+    assert by["network.fabric"] == (0, 3) and by["unattributed"] == (0, 1)
+    change = {r[0]: r[-1] for r in rows}
+    assert change["network.fabric"] == "-3 (-100%)" and change["unattributed"] == "-1 (-100%)"
+    assert data["gpu_hours_lost"]["labels"] == ["gpu.lost", "app.error", "storage", "ambiguous"]
+
+
+def test_chart_axes_legends_and_order():
+    import matplotlib.pyplot as plt
+
+    rep = _two_weeks()
+    figs = report.chart_figures(rep)
+    try:
+        ax = figs["failed_by_category"].axes[0]
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        ticks = list(ax.get_yticks())
+        # first table row drawn on top: y axis inverted, first label at the smallest y
+        assert ax.yaxis_inverted() and labels[ticks.index(min(ticks))] == "gpu.lost"
+        assert [t.get_text() for t in ax.texts] == ["-100%", "-100%"]
+        for name, axis in (("failed_by_category", "x"), ("jobs_per_day", "y")):
+            a = figs[name].axes[0]
+            lo, hi = a.get_xlim() if axis == "x" else a.get_ylim()
+            vals = [v for v in (a.get_xticks() if axis == "x" else a.get_yticks())
+                    if lo <= v <= hi]
+            assert vals and all(float(v).is_integer() for v in vals), (name, vals)
+            # the legend sits right of the plot, not over a bar
+            fig = figs[name]
+            fig.canvas.draw()
+            box = a.get_legend().get_window_extent()
+            assert box.x0 >= a.get_window_extent().x1, name
+    finally:
+        for f in figs.values():
+            plt.close(f)
