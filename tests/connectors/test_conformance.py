@@ -38,6 +38,7 @@ from fake_loki import FakeLoki
 from fake_pod_logs import FakeKube
 
 from attribution_dagster import pipeline
+from attribution_dagster.connectors import config_model
 from attribution_dagster.connectors import conformance as cf
 from attribution_dagster.connectors.base import LogSource, MetricSource
 from attribution_dagster.connectors.elasticsearch.client import (
@@ -149,6 +150,35 @@ def test_the_sources_satisfy_the_protocols(tmp_path: Path, fake_http: Any, job) 
     assert isinstance(es_source(fake_http, job), LogSource)
     prom = PrometheusClient(PrometheusConfig(url="http://prom:9090"))
     assert isinstance(prom, MetricSource) and not isinstance(prom, LogSource)
+
+
+def test_every_registered_kind_runs_through_the_suite(tmp_path: Path, fake_http: Any, job) -> None:
+    """A new back-end passes the suite or does not ship: every `kind` of the registry's log
+    and metric roles is one of the sources the tests below run (add it here with them)."""
+    from attribution_dagster.connectors import LOG_KINDS, METRIC_KINDS
+
+    log_sources = [
+        shared_root_source(tmp_path, job),
+        loki_source(fake_http, job),
+        pod_logs_source(fake_http, job, events=False),
+        es_source(fake_http, job),
+    ]
+    tested_logs = {type(src).__name__ for src in log_sources}
+    registered_logs = {
+        cls.model_validate({"kind": kind, **LOG_REQUIRED.get(kind, {})}).client("c")
+        for kind, cls in ((k, config_model("logs", k)) for k in LOG_KINDS)
+    }
+    assert {type(src).__name__ for src in registered_logs} <= tested_logs
+    assert set(METRIC_KINDS) == {"prometheus"}  # PrometheusClient: the last test below
+
+
+LOG_REQUIRED: dict[str, dict[str, Any]] = {
+    "files": {"root": "/nonexistent", "paths": ["{node}/app.log"]},
+    "loki": {"url": "http://loki:3100"},
+    "pod_logs": {"api_url": "http://kube:6443"},
+    "elasticsearch": {"url": "http://es:9200", "index": "logs-*"},
+}
+"""The least configuration each log kind needs to build its client (no request is made)."""
 
 
 def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any, job) -> None:
