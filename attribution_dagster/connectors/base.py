@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -71,6 +71,31 @@ class SchedulerClient(Protocol):
     def get_job(self, job_id: str) -> ExecutionContext:
         """One job's context. Raises JobNotFound or SchedulerError."""
         ...
+
+
+_Capped = TypeVar("_Capped", bound="OwnLineCap")
+
+
+class OwnLineCap:
+    """A source with a line cap of its own (`max_line_bytes` in its settings): the analysis
+    cap (`SourceLimits`) can lower it, never raise it. `capped(limits)` is the source to read
+    with: itself, or a copy cutting at the lower cap. A source says what its cap is and how
+    to copy itself with another one; the rule lives here once."""
+
+    @property
+    def own_max_line_bytes(self) -> int:  # pragma: no cover - every source overrides
+        raise NotImplementedError
+
+    def _with_cap(self: _Capped, limit: int) -> _Capped:  # pragma: no cover
+        raise NotImplementedError
+
+    def with_max_line_bytes(self: _Capped, limit: int) -> _Capped:
+        return self if limit >= self.own_max_line_bytes else self._with_cap(limit)
+
+    def capped(self: _Capped, limits: SourceLimits | None) -> _Capped:
+        if limits is None or limits.max_line_bytes is None:
+            return self
+        return self.with_max_line_bytes(limits.max_line_bytes)
 
 
 class SourceLimits(BaseModel):

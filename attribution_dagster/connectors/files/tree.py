@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits
+from attribution_dagster.connectors.base import BackendConfig, OwnLineCap, SourceError, SourceLimits
 from attribution_dagster.connectors.files.reader import (
     HEAD_BYTES,
     Confined,
@@ -130,7 +130,7 @@ def _scheduler_path(raw: str, ctx: ExecutionContext) -> str:
     return re.sub(r"%([jAxuN%])", lambda m: subs[m.group(1)], raw)
 
 
-class FilesSource(Reader):
+class FilesSource(OwnLineCap, Reader):
     """LogSource over a node log tree on shared storage (see FilesSourceConfig)."""
 
     def __init__(self, config: FilesSourceConfig, cluster: str | None = None) -> None:
@@ -140,11 +140,11 @@ class FilesSource(Reader):
         self.name = config.source_name
         self.root = Path(config.root).expanduser()
 
-    def with_max_line_bytes(self, limit: int) -> FilesSource:
-        """This source cutting lines at `limit` when that is below its own `max_line_bytes`
-        (the analysis setting can lower a source's cap, not raise it)."""
-        if limit >= self.max_line_bytes:
-            return self
+    @property
+    def own_max_line_bytes(self) -> int:
+        return self.max_line_bytes
+
+    def _with_cap(self, limit: int) -> FilesSource:
         other = copy.copy(self)
         other.max_line_bytes = limit
         return other
@@ -157,10 +157,9 @@ class FilesSource(Reader):
         window: Window,
         limits: SourceLimits | None = None,
     ) -> LogBatch:
-        if limits is not None and limits.max_line_bytes is not None:
-            capped = self.with_max_line_bytes(limits.max_line_bytes)
-            if capped is not self:
-                return capped.fetch_logs(ctx, anchors, window)
+        source = self.capped(limits)
+        if source is not self:  # the analysis cap is below this source's own
+            return source.fetch_logs(ctx, anchors, window)
         if not self.root.is_dir():
             raise SourceError(f"files root {self.root} is not a readable directory")
         cov = SourceCoverage(source=self.name)

@@ -62,7 +62,7 @@ from urllib.parse import quote_plus
 import httpx
 
 from attribution_dagster.connectors import http
-from attribution_dagster.connectors.base import SourceLimits
+from attribution_dagster.connectors.base import OwnLineCap, SourceLimits
 from attribution_dagster.connectors.loki.config import LokiKeys
 from attribution_dagster.connectors.loki.context import ContinuationReads
 from attribution_dagster.connectors.loki.liveness import Liveness
@@ -103,7 +103,7 @@ class LokiConfig(LokiKeys):
         return LokiClient(self, cluster=cluster)
 
 
-class LokiClient(Liveness, ContinuationReads):
+class LokiClient(OwnLineCap, Liveness, ContinuationReads):
     """A LogSource reading one Loki. `transport` and `sleep` are for tests."""
 
     def __init__(
@@ -123,11 +123,11 @@ class LokiClient(Liveness, ContinuationReads):
         self._environ = environ
 
     # -- public -------------------------------------------------------------------------
-    def with_max_line_bytes(self, limit: int) -> LokiClient:
-        """This client cutting lines at `limit` when that is below its own `max_line_bytes`
-        (the analysis setting can lower a source's cap, not raise it)."""
-        if limit >= self.config.max_line_bytes:
-            return self
+    @property
+    def own_max_line_bytes(self) -> int:
+        return self.config.max_line_bytes
+
+    def _with_cap(self, limit: int) -> LokiClient:
         other = copy.copy(self)
         other.config = self.config.model_copy(update={"max_line_bytes": limit})
         return other
@@ -139,10 +139,9 @@ class LokiClient(Liveness, ContinuationReads):
         window: Window,
         limits: SourceLimits | None = None,
     ) -> LogBatch:
-        if limits is not None and limits.max_line_bytes is not None:
-            capped = self.with_max_line_bytes(limits.max_line_bytes)
-            if capped is not self:
-                return capped.fetch_logs(ctx, anchors, window)
+        source = self.capped(limits)
+        if source is not self:  # the analysis cap is below this source's own
+            return source.fetch_logs(ctx, anchors, window)
         cfg = self.config
         cov = SourceCoverage(source=self.name)
         st = Fetch(

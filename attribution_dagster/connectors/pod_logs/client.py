@@ -45,7 +45,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from attribution_dagster.connectors.base import BackendConfig, SourceError, SourceLimits, utc_now
+from attribution_dagster.connectors.base import (
+    BackendConfig,
+    OwnLineCap,
+    SourceError,
+    SourceLimits,
+    utc_now,
+)
 from attribution_dagster.connectors.http import is_transient
 from attribution_dagster.connectors.kubernetes.api import KubeConfigError, build_api_client
 from attribution_dagster.connectors.pod_logs.events import EventReads
@@ -128,7 +134,7 @@ def build_core_api(config: PodLogsConfig) -> Any:
 # --- the client -------------------------------------------------------------------------------
 
 
-class PodLogsClient(StreamReads, EventReads):
+class PodLogsClient(OwnLineCap, StreamReads, EventReads):
     """Reads one job's pod logs and Events through the Kubernetes API (LogSource).
 
     `api` is a kubernetes CoreV1Api (built from the config on first use when not given);
@@ -161,11 +167,11 @@ class PodLogsClient(StreamReads, EventReads):
         url = getattr(host, "host", None)
         return f"Kubernetes API at {url}" if url else "Kubernetes API"
 
-    def with_max_line_bytes(self, limit: int) -> PodLogsClient:
-        """This client cutting lines at `limit` when that is below its own `max_line_bytes`
-        (the analysis setting can lower a source's cap, not raise it)."""
-        if limit >= self.config.max_line_bytes:
-            return self
+    @property
+    def own_max_line_bytes(self) -> int:
+        return self.config.max_line_bytes
+
+    def _with_cap(self, limit: int) -> PodLogsClient:
         other = copy.copy(self)
         other._api = self.api  # one API client for both (raises SourceError like fetch_logs)
         other.config = self.config.model_copy(update={"max_line_bytes": limit})
@@ -179,10 +185,9 @@ class PodLogsClient(StreamReads, EventReads):
         window: Window,
         limits: SourceLimits | None = None,
     ) -> LogBatch:
-        if limits is not None and limits.max_line_bytes is not None:
-            capped = self.with_max_line_bytes(limits.max_line_bytes)
-            if capped is not self:
-                return capped.fetch_logs(ctx, anchors, window)
+        source = self.capped(limits)
+        if source is not self:  # the analysis cap is below this source's own
+            return source.fetch_logs(ctx, anchors, window)
         self.api  # noqa: B018 - a configuration that cannot load raises SourceError here
         run = Run(ctx, window, NodeIndex.of(ctx), SourceCoverage(source=self.name))
         matcher = Matcher(anchors)
