@@ -97,6 +97,30 @@ class Lead(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # locators (`path:line`, dump entries)
 
 
+class FaultPort(BaseModel):
+    """One cable involved in a fault: the job node's port and the switch port at its far end,
+    as far as the topology tells (spec section 2, `fault_domain.ports`)."""
+
+    node: str
+    host_port: str | None = None
+    switch: str | None = None
+    switch_port: str | None = None
+
+
+class FaultDomain(BaseModel):
+    """Where a network or NVLink cause sits in the cluster's topology (spec section 2).
+
+    `link`: one cable; `leaf`: several nodes of one leaf or block hit together; `spine`:
+    nodes under different leaves of one spine; `nvlink_domain`: an NVLink partition or rack.
+    Absent when no topology is known or the cause is not a network one.
+    """
+
+    level: Literal["link", "leaf", "spine", "nvlink_domain"]
+    name: str
+    nodes: list[str] = Field(default_factory=list)
+    ports: list[FaultPort] = Field(default_factory=list)
+
+
 class AttributionResult(BaseModel):
     """The result contract of spec section 2, plus optional detail fields."""
 
@@ -118,6 +142,7 @@ class AttributionResult(BaseModel):
     scope: Literal["node", "shared"] | None = None  # shared: switch / storage, not a node fault
     suspects: list[Suspect] = Field(default_factory=list)
     leads: list[Lead] = Field(default_factory=list)
+    fault_domain: FaultDomain | None = None
     remediation: str | None = None
     notes: list[str] = Field(default_factory=list)
     coverage: list[SourceCoverage] = Field(default_factory=list)
