@@ -27,7 +27,7 @@ from attribution_dagster.core.evidence import (
     RawRecord,
     SourceCoverage,
 )
-from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dumps
+from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dump_dir, read_dumps
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
@@ -139,7 +139,7 @@ def collect_evidence(
                 ],
             )
         )
-    dumps = collect_dumps(case, ctx, coverage)
+    dumps = collect_dumps(case, ctx, coverage, sources)
     return RawEvidence(
         job_id=ctx.job_id,
         records=records,
@@ -152,16 +152,25 @@ def collect_evidence(
 
 
 def collect_dumps(
-    case: str | Path | None, ctx: ExecutionContext, coverage: list[SourceCoverage]
+    case: str | Path | None,
+    ctx: ExecutionContext,
+    coverage: list[SourceCoverage],
+    sources: EvidenceSources | None = None,
 ) -> list[FlightDump]:
-    """The case's flight-recorder dumps (`dumps/`), read with the restricted unpickler; a
+    """The job's flight-recorder dumps, read with the restricted unpickler: the case's
+    `dumps/`, else the cluster's dump directory (`dumps:` template in attribution.yaml). A
     refused or unreadable dump is a `files:dumps` coverage error (issue 18)."""
-    if case is None or not (Path(case) / "dumps").is_dir():
+    if case is not None and (Path(case) / "dumps").is_dir():
+        scan, source = read_dumps(Path(case), list(ctx.nodes)), "files:dumps"
+    elif sources is not None and (where := sources.dump_dir(ctx.cluster, ctx.job_id)):
+        if not where.is_dir():
+            return []  # no timeout, no dump: an absent directory is not missing evidence
+        scan, source = read_dump_dir(where, None, list(ctx.nodes)), "files:dumps"
+    else:
         return []
-    scan = read_dumps(Path(case), list(ctx.nodes))
     coverage.append(
         SourceCoverage(
-            source="files:dumps",
+            source=source,
             status="ok" if not scan.errors else ("partial" if scan.dumps else "failed"),
             files=scan.files,
             bytes=scan.bytes,

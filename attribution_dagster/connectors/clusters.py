@@ -40,9 +40,16 @@ class EvidenceSources:
 
     logs: tuple[LogSource, ...] = ()
     metrics: tuple[MetricSource, ...] = ()
+    dumps: str | None = None  # the flight-recorder dump directory template (ClusterConfig)
 
     def __bool__(self) -> bool:
         return bool(self.logs or self.metrics)
+
+    def dump_dir(self, cluster: str | None, job_id: str) -> Path | None:
+        """The job's dump directory from the template; None when none is configured."""
+        if not self.dumps:
+            return None
+        return Path(self.dumps.format(cluster=cluster or "", job_id=job_id))
 
 
 @dataclass
@@ -88,6 +95,7 @@ class Cluster:
         return EvidenceSources(
             logs=tuple(b.client(self.name) for b in self.log_configs),
             metrics=tuple(b.client(self.name) for b in self.metric_configs),
+            dumps=self.config.dumps,
         )
 
 

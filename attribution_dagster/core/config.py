@@ -205,6 +205,26 @@ class ClusterConfig(BaseModel):
     logs: list[BackendBlock] = Field(default_factory=list, description="files | loki | pod_logs")
     metrics: list[BackendBlock] = Field(default_factory=list, description="prometheus")
     sensor: bool = Field(default=True, description="run a finished-job sensor for this cluster")
+    dumps: str | None = Field(
+        default=None,
+        description=(
+            "where a job's PyTorch flight-recorder dumps land, as a directory template: "
+            "{cluster} and {job_id} are filled in, e.g. /shared/nccl-traces/{job_id}"
+        ),
+    )
+
+    @field_validator("dumps")
+    @classmethod
+    def _dumps(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            v.format(cluster="c", job_id="1")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(
+                f"dumps template {v!r} may name only {{cluster}} and {{job_id}} ({e})"
+            ) from None
+        return v
 
     @field_validator("scheduler", mode="before")
     @classmethod

@@ -129,6 +129,7 @@ class RankMap:
     node: dict[int, str] = field(default_factory=dict)
     gpu: dict[int, int] = field(default_factory=dict)
     how: dict[int, str] = field(default_factory=dict)
+    world: int = 0  # the world size the NCCL init lines state (nRanks), 0 when none does
 
     def where(self, rank: int | None) -> tuple[str | None, int | None]:
         if rank is None:
@@ -146,6 +147,7 @@ def rank_map(ctx: ExecutionContext, observations: list[Observation]) -> RankMap:
     for o in observations:
         if o.kind == "node_address" and isinstance(o.attrs.get("rank"), int):
             world = max(world, int(o.attrs.get("nranks") or 0))  # type: ignore[arg-type]
+            m.world = world
             gpu = o.gpu
             if gpu is None:
                 g = _INIT_GPU.search(o.excerpt)
@@ -256,6 +258,9 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
         lambda: defaultdict(list)
     )
     for o in obs:
+        if o.kind == "collective_timeout":
+            _timeout_progress(o, groups)
+            continue
         if o.kind != "collective_progress":
             continue
         enq = _int(o.attrs.get("last_enqueued"))
@@ -266,13 +271,12 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             continue
         pg = str(o.attrs.get("pg") if o.attrs.get("pg") is not None else "0")
         groups[(str(o.attrs.get("tool") or "watchdog"), pg)][rank].append(o)
+    silent = _silent_ranks(groups.get((TIMEOUT_TOOL, "0"), {}), rmap, ctx)
     for (tool, pg), ranks in sorted(groups.items()):
         if len(ranks) < 2:
             continue
-        enq = {r: max(_int(x.attrs.get("last_enqueued")) or 0 for x in xs)
-               for r, xs in ranks.items()}
-        com = {r: max((_int(x.attrs.get("last_completed")) or 0) for x in xs)
-               for r, xs in ranks.items()}
+        enq = {r: max(_enqueued(x) for x in xs) for r, xs in ranks.items()}
+        com = {r: max(_completed(x) for x in xs) for r, xs in ranks.items()}
         # the collective most ranks wait in (a rank may already have enqueued the next one)
         counts = Counter(enq.values())
         top = max(v for v, n in counts.items() if n == max(counts.values()))
@@ -301,8 +305,8 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             continue
         ahead = next(r for r in ranks if r not in lag)
         for r in behind:
-            mine = max(ranks[r], key=lambda x: _int(x.attrs.get("last_enqueued")) or 0)
-            other = max(ranks[ahead], key=lambda x: _int(x.attrs.get("last_enqueued")) or 0)
+            mine = max(ranks[r], key=_enqueued)
+            other = max(ranks[ahead], key=_enqueued)
             gpu = mine.gpu
             if gpu is None and (local := _LOCAL_RANK.search(mine.excerpt)):
                 gpu = int(local.group(1))  # torchrun's `[default3]:`: local rank = local GPU
@@ -314,6 +318,9 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
                         why=f"rank {r} ({tool}): {lag[r]}",
                         evidence=[mine.locator.render(), other.locator.render()])
             by_tool[tool].append((lead, [mine, other]))
+
+    for lead, its in silent:
+        by_tool[TIMEOUT_TOOL].append((lead, its))
 
     # tools that name the missing rank outright
     for o in obs:
@@ -387,6 +394,63 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
     hang.leads = list(seen.values())
     hang.verdict = "leads"
     return hang
+
+
+TIMEOUT_TOOL = "watchdog timeouts"
+MAX_SILENT_RANKS = 2  # more ranks silent than this: a partial log, not a straggler
+
+
+def _enqueued(o: Observation) -> int:
+    v = _int(o.attrs.get("last_enqueued"))
+    return v if v is not None else (_int(o.attrs.get("seq")) or 0)
+
+
+def _completed(o: Observation) -> int:
+    v = _int(o.attrs.get("last_completed"))
+    return v if v is not None else max((_int(o.attrs.get("seq")) or 1) - 1, 0)
+
+
+def _timeout_progress(
+    o: Observation, groups: dict[tuple[str, str], dict[int, list[Observation]]]
+) -> None:
+    """A bare watchdog timeout (`WorkNCCL(SeqNum=412, ...)`) says the rank enqueued 412 and
+    has not completed it. Only a line that names its process group counts: bare `[Rank N]`
+    lines of different groups carry unrelated sequence numbers."""
+    seq, pg = _int(o.attrs.get("seq")), _int(o.attrs.get("pg"))
+    rank = _int(o.attrs.get("global_rank"))
+    if rank is None and pg == 0:
+        rank = _int(o.attrs.get("rank"))  # in the default group, the group rank is global
+    if seq is None or pg is None or rank is None:
+        return
+    groups[(TIMEOUT_TOOL, str(pg))][rank].append(o)
+
+
+def _silent_ranks(
+    ranks: dict[int, list[Observation]], rmap: RankMap, ctx: ExecutionContext
+) -> list[tuple[Lead, list[Observation]]]:
+    """The default group's ranks that printed no timeout while every other rank timed out at
+    the same collective: a rank with no pending collective has nothing to time out on, so
+    it is the one the others wait for. Needs the world size from the NCCL init lines."""
+    world = rmap.world
+    if not ranks or not world or len(ranks) >= world:
+        return []
+    seqs = {_enqueued(x) for xs in ranks.values() for x in xs}
+    missing = [r for r in range(world) if r not in ranks]
+    if len(seqs) != 1 or len(missing) > MAX_SILENT_RANKS or len(ranks) < 2:
+        return []
+    seq = seqs.pop()
+    sample = ranks[min(ranks)][0]
+    out = []
+    for r in missing:
+        node, gpu = rmap.where(r)
+        if node is None or node not in ctx.nodes:
+            continue
+        why = (f"rank {r} ({TIMEOUT_TOOL}): printed no watchdog timeout while the other "
+               f"{len(ranks)} rank(s) of process group 0 timed out in collective {seq}: "
+               "it never enqueued the collective they wait in")
+        out.append((Lead(node=node, gpu=gpu, rank=r, process_group="0", seq=seq, why=why,
+                         evidence=[sample.locator.render()]), [sample]))
+    return out
 
 
 def _s(v: Any) -> str | None:
