@@ -98,6 +98,7 @@ from attribution_dagster.core.evidence import (
     RawEvidence,
     RawRecord,
 )
+from attribution_dagster.core.formats import yamltext
 from attribution_dagster.core.hosts import CLUSTER_NODE
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import Observation
@@ -555,8 +556,7 @@ def _example_ctx(nodes: list[str]) -> ExecutionContext:
 def _read(path: Path) -> ParserCatalog:
     try:
         # libyaml's loader when built in (the catalog is read at every process start)
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
+        data = yamltext.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
         raise CatalogError(f"{path}: {e}") from e
     if not isinstance(data, dict):

@@ -267,8 +267,10 @@ def _timeouts(seqs: dict[int, int], pg: int | None = 0) -> list[Observation]:
 
 
 def test_a_bare_timeout_behind_the_others_is_the_straggler_and_no_group_means_no_lead() -> None:
-    ctx = ExecutionContext(job_id="1", scheduler="static", state="FAILED", nodes=["node-a", "node-b"],
-                           start="2026-11-01T00:00:00Z", end="2026-11-01T01:00:00Z")
+    ctx = ExecutionContext(
+        job_id="1", scheduler="static", state="FAILED", nodes=["node-a", "node-b"],
+        start="2026-11-01T00:00:00Z", end="2026-11-01T01:00:00Z",
+    )
     hang = hangs.analyze(ctx, _timeouts({0: 50, 1: 50, 2: 49, 3: 50}))
     assert [(x.node, x.rank, x.seq) for x in hang.leads] == [("node-b", 2, 50)]
     # lines that name no process group may belong to different groups: nothing is compared
