@@ -240,6 +240,9 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+Leads = dict[str, list[tuple[Lead, list[Observation]]]]  # per tool: (lead, its evidence)
+
+
 def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
     """Stragglers per process group and source; leads where the sources agree."""
     hang = Hang()
@@ -249,11 +252,19 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             hang.notes.append(
                 f"flight recorder: {o.excerpt}: no culprit named (the ranks' calls conflict)"
             )
-    by_tool: dict[str, list[tuple[Lead, list[Observation]]]] = defaultdict(list)
+    by_tool: Leads = defaultdict(list)
     rmap = rank_map(ctx, observations)
-    too_many: list[str] = []
+    too_many = _progress_leads(ctx, obs, rmap, by_tool)
+    _named_leads(obs, by_tool)
+    return _decide(hang, by_tool, too_many)
 
-    # progress: per tool and process group, who is behind
+
+def _progress_leads(
+    ctx: ExecutionContext, obs: list[Observation], rmap: RankMap, by_tool: Leads
+) -> list[str]:
+    """Per tool and process group, the ranks behind the others (watchdog progress and bare
+    timeouts, dumps' pg_status); returns the groups where too many lag to name one."""
+    too_many: list[str] = []
     groups: dict[tuple[str, str], dict[int, list[Observation]]] = defaultdict(
         lambda: defaultdict(list)
     )
@@ -322,7 +333,11 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
     for lead, its in silent:
         by_tool[TIMEOUT_TOOL].append((lead, its))
 
-    # tools that name the missing rank outright
+    return too_many
+
+
+def _named_leads(obs: list[Observation], by_tool: Leads) -> None:
+    """Tools that name the missing rank outright: torchfrtrace, dumps, NCCL RAS."""
     for o in obs:
         if o.kind == "rank_missing":
             tool = str(o.attrs.get("tool") or "torchfrtrace")
@@ -345,6 +360,10 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
                         evidence=[o.locator.render()])
             by_tool["ncclras"].append((lead, [o]))
 
+
+
+def _decide(hang: Hang, by_tool: Leads, too_many: list[str]) -> Hang:
+    """Leads where the tools agree on few nodes; otherwise say why none is named."""
     if too_many and not by_tool:
         hang.verdict = "too_many"
         hang.notes.extend(too_many)
