@@ -43,6 +43,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from dagster import DagsterEventType
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log import SqliteEventLogStorage
@@ -51,12 +53,9 @@ from dagster._core.storage.event_log.schema import (
     SqlEventLogStorageTable,
 )
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
-from dagster._core.storage.sql import create_engine
+from dagster._core.storage.sql import create_engine, get_alembic_config
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from dagster._core.storage.sql import get_alembic_config
 from sqlalchemy import exc as db_exc
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine

@@ -233,8 +233,8 @@ def test_a_new_run_file_is_stamped_as_the_stock_storage_stamps_it(tmp_path: Path
     must be what the stock one makes: the same tables, and the alembic head the stock
     check reads back as current."""
     from alembic.migration import MigrationContext
-    from dagster._core.storage.sql import check_alembic_revision, get_alembic_config
     from dagster._core.storage.event_log.sqlite import sqlite_event_log as stock_module
+    from dagster._core.storage.sql import check_alembic_revision, get_alembic_config
 
     ours = BatchedSqliteEventLogStorage(str(tmp_path / "ours"))
     stock = SqliteEventLogStorage(str(tmp_path / "stock"))
