@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, timedelta, timezone
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -16,7 +17,9 @@ MAX_OFFENDERS = 10  # shown per kind; the report model keeps all
 # Repeat offenders are infrastructure: a node blamed for a job's own Python error, OOM or
 # time limit is where the job ran, not something to go and fix.
 INFRA_PREFIXES = ("gpu.", "network.", "node.", "storage")
-OFFENDER_KINDS = ("node", "gpu", "port", "switch", "storage")
+OFFENDER_KINDS = ("node", "gpu", "port", "switch", "switch_port", "nvlink_domain", "storage")
+FABRIC_KINDS = ("switch", "switch_port", "nvlink_domain")  # named by the topology
+LOOKBACK_WEEKS = 4  # the fabric offenders look this many weeks back, this one included
 INFRA = "infrastructure"
 APPLICATION = "application"
 SCHEDULER = "scheduler policy"
@@ -45,7 +48,9 @@ KIND_LABELS = {
     "node": "node",
     "gpu": "GPU (node/PCI id)",
     "port": "network port",
-    "switch": "switch (port @ nodes hit together)",
+    "switch": "switch",  # without topology: `port @ nodes hit together`
+    "switch_port": "switch port",
+    "nvlink_domain": "NVLink domain",
     "storage": "shared storage",
 }
 
@@ -98,6 +103,11 @@ class WeekStats(BaseModel):
         return self.by_status.get(status, 0) / self.failed if self.failed else 0.0
 
     @property
+    def abstention_rate(self) -> float:
+        """The failed jobs the engine did not name a cause for (ambiguous or unattributed)."""
+        return self.rate("ambiguous") + self.rate("unattributed")
+
+    @property
     def gpu_hours_known(self) -> bool:
         """Every failed job had a GPU count (no failed job: 0 is known, and true)."""
         return self.failed_without_gpu_count == 0
@@ -144,6 +154,39 @@ class Offender(BaseModel):
     categories: dict[str, int] = Field(default_factory=dict)
 
 
+class FabricOffender(BaseModel):
+    """A switch, a switch port or an NVLink domain (as the topology names it, from the
+    results' `fault_domain`) in two or more jobs over the last `LOOKBACK_WEEKS` weeks.
+
+    `cable_suspect`: a switch port that failed on its own (a `link` fault: one cable) in two
+    or more jobs, whichever weeks they fell in. A port hit only together with its switch's
+    other ports (`leaf`, `spine`) points at the switch, not at its cable."""
+
+    kind: Literal["switch", "switch_port", "nvlink_domain"]
+    name: str  # ib-leaf-07 | ib-leaf-07 port 12 | nvl72-rack-03
+    jobs: list[str]  # cluster/job_id, all weeks
+    weeks: dict[str, int] = Field(default_factory=dict)  # ISO week -> jobs, oldest first
+    this_week: int = 0  # jobs of the report's week
+    levels: dict[str, int] = Field(default_factory=dict)  # fault_domain level -> jobs
+    cables: list[str] = Field(default_factory=list)  # `node-a mlx5_0`: the host ends seen
+    categories: dict[str, int] = Field(default_factory=dict)
+    cable_suspect: bool = False
+
+
+class FailedJob(BaseModel):
+    """One failed job of the week and its verdict (newest rules version)."""
+
+    job: str  # cluster/job_id
+    state: str | None = None  # the scheduler's
+    status: str  # attributed | ambiguous | unattributed | pending (no result yet)
+    category: str | None = None
+    failure_class: str
+    suspects: list[str] = Field(default_factory=list)  # suspect nodes
+    summary: str | None = None
+    gpu_hours: float | None = None  # None: no GPU count from the scheduler
+    ended: datetime | None = None
+
+
 class WeeklyReport(BaseModel):
     scope: str  # a cluster name or "fleet"
     week: str  # 2026-W46
@@ -152,6 +195,9 @@ class WeeklyReport(BaseModel):
     this: WeekStats
     previous: WeekStats
     offenders: list[Offender] = Field(default_factory=list)
+    fabric_offenders: list[FabricOffender] = Field(default_factory=list)
+    lookback_weeks: int = LOOKBACK_WEEKS
+    failed_jobs: list[FailedJob] = Field(default_factory=list)  # worst first
     # category -> what it means (rules/categories.yaml, passed in by the caller: reports read
     # results, not the rules); a category without one is shown by its name
     meanings: dict[str, str] = Field(default_factory=dict)

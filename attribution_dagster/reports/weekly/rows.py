@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from attribution_dagster.reports.weekly.model import (
     CLASSES,
+    FABRIC_KINDS,
     INFRA,
     KIND_LABELS,
     MAX_OFFENDERS,
@@ -81,17 +82,69 @@ def category_rows(rep: WeeklyReport) -> list[list[str]]:
     ]
 
 
+RECOMMENDS = "The report recommends; it never drains a node or acts on a switch."
+_ADVICE = {
+    "node": "drain candidate: check the node",
+    "gpu": "drain candidate: check or replace the GPU",
+    "port": "check the host port, its cable and transceiver",
+    "switch": "check the switch",
+    "switch_port": "check the switch port",
+    "nvlink_domain": "check the domain's NVSwitch trays and fabric manager",
+    "storage": "check the shared storage",
+}
+CABLE_SUSPECT = "cable or transceiver suspect: reseat or replace"
+
+
+def recommendation(rep: WeeklyReport, kind: str, name: str) -> str:
+    """What a person might do about an offender. A switch port that failed on its own in
+    two or more jobs (any of the weeks looked back) is a cable or transceiver suspect."""
+    if kind == "switch_port" and any(
+        f.cable_suspect for f in rep.fabric_offenders if f.kind == kind and f.name == name
+    ):
+        return CABLE_SUSPECT
+    return _ADVICE.get(kind, "check it")
+
+
 def offender_rows(rep: WeeklyReport, limit: int = MAX_OFFENDERS) -> list[list[str]]:
-    """The worst `limit` of each kind (node, GPU, port, switch, storage), in that order."""
+    """The worst `limit` of each kind (node, GPU, port, switch, switch port, NVLink domain,
+    storage), in that order."""
     rows = []
     for kind in OFFENDER_KINDS:
         for o in rep.offenders_of(kind)[:limit]:
-            shown = ", ".join(o.jobs[:8]) + (f" (+{len(o.jobs) - 8})" if len(o.jobs) > 8 else "")
             cats = ", ".join(f"{k} x{v}" for k, v in o.categories.items())
-            rows.append([KIND_LABELS.get(o.kind, o.kind), o.name, str(len(o.jobs)), cats, shown])
+            rows.append([KIND_LABELS.get(o.kind, o.kind), o.name, str(len(o.jobs)), cats,
+                         _some(o.jobs), recommendation(rep, o.kind, o.name)])
     return rows
 
 
+def _some(items: list[str], n: int = 8) -> str:
+    return ", ".join(items[:n]) + (f" (+{len(items) - n})" if len(items) > n else "")
+
+
+def fabric_rows(rep: WeeklyReport, limit: int = MAX_OFFENDERS) -> list[list[str]]:
+    """Switches, switch ports and NVLink domains across weeks, worst first, `limit` of each."""
+    rows = []
+    for kind in FABRIC_KINDS:
+        for f in [f for f in rep.fabric_offenders if f.kind == kind][:limit]:
+            rows.append([
+                KIND_LABELS[f.kind], f.name, str(len(f.jobs)), str(f.this_week),
+                ", ".join(f"{w} x{n}" for w, n in f.weeks.items()),
+                _some(f.cables, 4),
+                ", ".join(f"{k} x{v}" for k, v in f.levels.items()),
+                CABLE_SUSPECT if f.cable_suspect else _ADVICE[f.kind],
+            ])
+    return rows
+
+
+def failed_job_rows(rep: WeeklyReport, limit: int | None = None) -> list[list[str]]:
+    """The week's failed jobs and their verdicts, worst first (infrastructure, then by
+    GPU-hours)."""
+    jobs = rep.failed_jobs if limit is None else rep.failed_jobs[:limit]
+    return [
+        [f.job, f.state or "", f.category or f.status, f.failure_class, _some(f.suspects, 4),
+         "unknown" if f.gpu_hours is None else f"{f.gpu_hours:,.1f}", f.summary or ""]
+        for f in jobs
+    ]
 
 
 ACCOUNTING_NOTE = (
@@ -103,7 +156,10 @@ ACCOUNTING_NOTE = (
 SUMMARY_HEADER = ["", "this week", "previous week", "change"]
 CATEGORY_HEADER = ["category", "class", "meaning", "failed jobs", "GPU-hours lost",
                    "change in jobs"]
-OFFENDER_HEADER = ["kind", "suspect", "jobs hurt", "categories", "jobs"]
+OFFENDER_HEADER = ["kind", "suspect", "jobs hurt", "categories", "jobs", "recommendation"]
+FABRIC_HEADER = ["kind", "name", "jobs hurt", "this week", "weeks", "cable ends", "levels",
+                 "recommendation"]
+FAILED_JOB_HEADER = ["job", "state", "verdict", "class", "suspects", "GPU-hours", "summary"]
 
 
 def why_rows(why: dict[str, int]) -> list[list[str]]:

@@ -8,6 +8,7 @@ newest written one counts.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -16,7 +17,12 @@ from typing import Any
 
 from sqlalchemy import and_, exists, select
 
-from attribution_dagster.reports.weekly.model import CLASSES, WeekStats, failure_class
+from attribution_dagster.reports.weekly.model import (
+    CLASSES,
+    FailedJob,
+    WeekStats,
+    failure_class,
+)
 from attribution_dagster.sinks.sql import SqlSink, jobs_table, results_table
 
 
@@ -29,7 +35,8 @@ def _population(
 ) -> Iterator[dict[str, Any]]:
     """One row per job of the week (newest result first per job; the caller keeps one)."""
     j, r = jobs_table, results_table
-    cols = [r.c.id, r.c.status, r.c.category, r.c.failed, r.c.partial, r.c.summary]
+    cols = [r.c.id, r.c.status, r.c.category, r.c.failed, r.c.partial, r.c.summary,
+            r.c.suspect_nodes]
     by_end = (
         select(j.c.cluster, j.c.job_id, j.c.state, j.c.gpu_hours, j.c.job_end.label("t"), *cols)
         .select_from(
@@ -75,7 +82,15 @@ def unattributed_reason(summary: str | None, partial: bool) -> str:
     return " ".join(_NUMBER.sub("N", text).split())[:90]
 
 
-def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | None) -> WeekStats:
+def week_stats(
+    sink: SqlSink,
+    start: datetime,
+    end: datetime,
+    cluster: str | None,
+    failed_jobs: list[FailedJob] | None = None,
+) -> WeekStats:
+    """The week's counts in one streamed pass; `failed_jobs`, when given, receives every
+    failed job with its verdict (in no order)."""
     st = WeekStats()
     status: Counter[str] = Counter()
     cats: Counter[str] = Counter()
@@ -115,6 +130,8 @@ def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | Non
         elif s == "unattributed":
             una[unattributed_reason(row["summary"], bool(row["partial"]))] += 1
         hours = row.get("gpu_hours")
+        if failed_jobs is not None:
+            failed_jobs.append(_failed_job(row, s, cls, t))
         if hours is None:
             st.failed_without_gpu_count += 1
             unknown[what] += 1
@@ -135,3 +152,30 @@ def week_stats(sink: SqlSink, start: datetime, end: datetime, cluster: str | Non
     st.gpu_hours_unknown_by_class = {c: class_unknown[c] for c in CLASSES if class_unknown[c]}
     return st
 
+
+
+def _failed_job(row: dict[str, Any], status: str, cls: str, ended: datetime | None) -> FailedJob:
+    try:
+        suspects = [str(n) for n in json.loads(row.get("suspect_nodes") or "[]")]
+    except (TypeError, ValueError):
+        suspects = []
+    hours = row.get("gpu_hours")
+    return FailedJob(
+        job=f"{row['cluster']}/{row['job_id']}" if row["cluster"] else row["job_id"],
+        state=row.get("state"),
+        status=status,
+        category=row["category"] if status == "attributed" else None,
+        failure_class=cls,
+        suspects=suspects,
+        summary=row["summary"],
+        gpu_hours=None if hours is None else round(float(hours), 1),
+        ended=ended,
+    )
+
+
+def worst_first(jobs: list[FailedJob]) -> list[FailedJob]:
+    """Infrastructure first (the fleet's loss), then application, policy, unexplained; within
+    a class the most GPU-hours first (unknown hours last), then by job."""
+    return sorted(jobs, key=lambda f: (CLASSES.index(f.failure_class),
+                                       -(f.gpu_hours if f.gpu_hours is not None else -1.0),
+                                       f.job))
