@@ -23,7 +23,8 @@ unexplained (ambiguous, unattributed, not attributed yet). Only the infrastructu
 
 The package is split by concern: model.py (the week, classes, counts), stats.py and
 offenders.py (queries over the result tables), build.py (one report), rows.py, charts.py,
-render.py (the views) and write.py (the files). Every public name is importable from here.
+render.py, json_view.py (the views) and write.py (the files). Every public name is
+importable from here.
 """
 
 from attribution_dagster.reports.weekly.build import build_report
@@ -33,18 +34,23 @@ from attribution_dagster.reports.weekly.charts import (
     data_uri,
     render_charts,
 )
+from attribution_dagster.reports.weekly.json_view import ReportJson, report_json
 from attribution_dagster.reports.weekly.model import (
     APPLICATION,
     CLASSES,
+    FABRIC_KINDS,
     FLEET,
     INFRA,
     INFRA_PREFIXES,
     KIND_LABELS,
+    LOOKBACK_WEEKS,
     MAX_OFFENDERS,
     OFFENDER_KINDS,
     POLICY_STATES,
     SCHEDULER,
     UNEXPLAINED,
+    FabricOffender,
+    FailedJob,
     Offender,
     ReportError,
     WeeklyReport,
@@ -53,16 +59,24 @@ from attribution_dagster.reports.weekly.model import (
     iso_week,
     parse_week,
 )
-from attribution_dagster.reports.weekly.offenders import repeat_offenders
+from attribution_dagster.reports.weekly.offenders import fabric_offenders, repeat_offenders
 from attribution_dagster.reports.weekly.render import render_html, render_markdown
 from attribution_dagster.reports.weekly.rows import (
     ACCOUNTING_NOTE,
+    CABLE_SUSPECT,
     CATEGORY_HEADER,
+    FABRIC_HEADER,
+    FAILED_JOB_HEADER,
     OFFENDER_HEADER,
+    RECOMMENDS,
     SUMMARY_HEADER,
     category_keys,
     category_rows,
+    fabric_rows,
+    failed_job_rows,
+    figures,
     offender_rows,
+    recommendation,
     summary_rows,
 )
 from attribution_dagster.reports.weekly.stats import (
@@ -73,6 +87,9 @@ from attribution_dagster.reports.weekly.stats import (
 from attribution_dagster.reports.weekly.write import write_report
 
 __all__ = [
+    "CABLE_SUSPECT", "FABRIC_HEADER", "FABRIC_KINDS", "FAILED_JOB_HEADER", "LOOKBACK_WEEKS",
+    "RECOMMENDS", "FabricOffender", "FailedJob", "ReportJson", "fabric_offenders", "fabric_rows",
+    "failed_job_rows", "figures", "recommendation", "report_json",
     "ACCOUNTING_NOTE", "APPLICATION", "CATEGORY_HEADER", "CLASSES", "FLEET", "INFRA",
     "INFRA_PREFIXES", "KIND_LABELS", "MAX_OFFENDERS", "OFFENDER_HEADER", "OFFENDER_KINDS",
     "POLICY_STATES", "SCHEDULER", "SUMMARY_HEADER", "UNEXPLAINED", "Offender", "ReportError",

@@ -165,3 +165,24 @@ FAILED_JOB_HEADER = ["job", "state", "verdict", "class", "suspects", "GPU-hours"
 def why_rows(why: dict[str, int]) -> list[list[str]]:
     return [[k, str(v)] for k, v in why.items()]
 
+
+
+def figures(rep: WeeklyReport) -> dict[str, float | int | None]:
+    """The week's numbers, for plotting over weeks (the asset's metadata) and for scripts
+    (`report --json`): failed jobs and GPU-hours lost per failure class, abstention rate.
+    A class's GPU-hours are None when a failed job of it had no GPU count (not known, never
+    0)."""
+    t = rep.this
+    out: dict[str, float | int | None] = {"jobs": t.jobs, "failed": t.failed}
+    out |= {f"{c} failures": t.by_class.get(c, 0) for c in CLASSES}
+    out |= {f"GPU-hours lost: {c}": None if t.gpu_hours_unknown_by_class.get(c)
+            else t.gpu_hours_by_class.get(c, 0.0) for c in CLASSES}
+    out |= {
+        "failed jobs without a GPU count": t.failed_without_gpu_count,
+        "abstention rate": round(t.abstention_rate, 4),
+        "ambiguous rate": round(t.rate("ambiguous"), 4),
+        "unattributed rate": round(t.rate("unattributed"), 4),
+        "repeat offenders": len(rep.offenders),
+        "cable or transceiver suspects": sum(f.cable_suspect for f in rep.fabric_offenders),
+    }
+    return out
