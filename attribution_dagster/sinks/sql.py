@@ -426,10 +426,12 @@ class SqlSink:
                 existing = conn.execute(insert(t).values(**row)).inserted_primary_key[0]
             else:
                 conn.execute(update(t).where(t.c.id == existing).values(**row))
-        conn.execute(delete(symptoms_table).where(symptoms_table.c.result_id == existing))
-        conn.execute(delete(evidence_table).where(evidence_table.c.result_id == existing))
-        conn.execute(delete(suspects_table).where(suspects_table.c.result_id == existing))
-        conn.execute(delete(fault_ports_table).where(fault_ports_table.c.result_id == existing))
+        self._write_children(conn, existing, result)
+
+    def _write_children(self, conn: Any, existing: int, result: AttributionResult) -> None:
+        """The result's rows in the child tables, replacing those of an earlier write."""
+        for child in (symptoms_table, evidence_table, suspects_table, fault_ports_table):
+            conn.execute(delete(child).where(child.c.result_id == existing))
         fault_ports = fault_port_rows(result)
         if fault_ports:
             conn.execute(
