@@ -163,10 +163,12 @@ def test_switch_ports_ranked_across_weeks_and_cable_suspect_marked(fleet_url):
     for p in ("1", "2"):
         leaf_port = found[("switch_port", f"ib-leaf-03 port {p}")]
         assert len(leaf_port.jobs) == 2 and not leaf_port.cable_suspect
+        assert leaf_port.levels == {"leaf": 2}
     assert ("switch_port", "ib-leaf-03 port 3") not in found  # one job only
     assert ("switch_port", "ib-leaf-07 port 13") not in found
     leaf07 = found[("switch", "ib-leaf-07")]
     assert leaf07.jobs == ["ib1/4601", "ib1/4701", "ib1/4705"]
+    assert leaf07.cables == ["node-a mlx5_0", "node-b mlx5_1"]
     assert leaf07.weeks == {"2026-W46": 1, "2026-W47": 2}
     assert found[("switch", "ib-leaf-03")].levels == {"leaf": 2}
     nvl = found[("nvlink_domain", "nvl72-rack-03")]
@@ -177,6 +179,9 @@ def test_switch_ports_ranked_across_weeks_and_cable_suspect_marked(fleet_url):
     counts = [len(f.jobs) for f in rep.fabric_offenders]
     assert counts == sorted(counts, reverse=True)
     assert [f.name for f in rep.fabric_offenders if f.cable_suspect] == ["ib-leaf-07 port 12"]
+    # among equals (2 jobs, 2 weeks, switch ports) the cable suspect comes first
+    ports = [f.name for f in rep.fabric_offenders if f.kind == "switch_port"]
+    assert ports == ["ib-leaf-07 port 12", "ib-leaf-03 port 1", "ib-leaf-03 port 2"]
 
 
 def test_this_weeks_switch_offender_is_the_switch_not_a_node_set(fleet_url):
@@ -204,7 +209,7 @@ def test_pages_show_the_cable_suspect_and_recommend_only(fleet_url, tmp_path):
     row = next(line for line in md.splitlines() if "ib-leaf-07 port 12" in line)
     assert report.CABLE_SUSPECT in row and "2026-W46 x1, 2026-W47 x1" in row
     leaf_row = next(line for line in md.splitlines() if "ib-leaf-03 port 1 " in line)
-    assert report.CABLE_SUSPECT not in leaf_row
+    assert report.CABLE_SUSPECT not in leaf_row and "check the switch" in leaf_row
     assert report.RECOMMENDS in md
     html = paths["html"].read_text()
     assert "ib-leaf-07 port 12" in html and report.CABLE_SUSPECT in html

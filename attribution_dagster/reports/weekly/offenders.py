@@ -127,15 +127,16 @@ def fabric_offenders(
             ref = f"{m['cluster']}/{m['job_id']}" if m["cluster"] else m["job_id"]
             job = (ref, _week_of(when), m["category"] or "?", m["level"])
             kind = "nvlink_domain" if m["level"] == "nvlink_domain" else "switch"
-            acc.setdefault((kind, m["domain"]), _Tally()).add(job)
+            cable = f"{m['node']} {m['host_port']}" if m["host_port"] else m["node"]
+            acc.setdefault((kind, m["domain"]), _Tally()).add(job, cable)
             if m["switch"] and m["switch_port"]:
-                t = acc.setdefault(("switch_port", switch_port_name(m["switch"],
-                                                                    m["switch_port"])), _Tally())
-                t.add(job, f"{m['node']} {m['host_port']}" if m["host_port"] else m["node"])
+                port = switch_port_name(m["switch"], m["switch_port"])
+                acc.setdefault(("switch_port", port), _Tally()).add(job, cable)
     this_week = iso_week(start.date())
     found = [t.offender(kind, name, this_week) for (kind, name), t in acc.items()
              if len(t.jobs) >= min_jobs]
-    found.sort(key=lambda o: (-len(o.jobs), -len(o.weeks), FABRIC_KINDS.index(o.kind), o.name))
+    found.sort(key=lambda o: (-len(o.jobs), -len(o.weeks), FABRIC_KINDS.index(o.kind),
+                              not o.cable_suspect, o.name))
     return found
 
 

@@ -51,7 +51,8 @@ class _Section:
 
 def _sections(rep: WeeklyReport) -> list[_Section]:
     t = rep.this
-    gpu_note = ([f"{t.failed_without_gpu_count} failed jobs had no GPU count from the "
+    n = t.failed_without_gpu_count
+    gpu_note = ([f"{n} failed job{'s' if n != 1 else ''} had no GPU count from the "
                  "scheduler; their GPU-hours are not counted."]
                 if t.failed_without_gpu_count else [])
     shown = failed_job_rows(rep, MAX_FAILED_SHOWN)

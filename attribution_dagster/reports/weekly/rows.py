@@ -95,13 +95,20 @@ _ADVICE = {
 CABLE_SUSPECT = "cable or transceiver suspect: reseat or replace"
 
 
+WITH_ITS_SWITCH = "hit only with its switch's other ports: check the switch"
+
+
 def recommendation(rep: WeeklyReport, kind: str, name: str) -> str:
     """What a person might do about an offender. A switch port that failed on its own in
-    two or more jobs (any of the weeks looked back) is a cable or transceiver suspect."""
-    if kind == "switch_port" and any(
-        f.cable_suspect for f in rep.fabric_offenders if f.kind == kind and f.name == name
-    ):
-        return CABLE_SUSPECT
+    two or more jobs (any of the weeks looked back) is a cable or transceiver suspect; one
+    that never failed on its own points at its switch."""
+    if kind == "switch_port":
+        for f in rep.fabric_offenders:
+            if f.kind == kind and f.name == name:
+                if f.cable_suspect:
+                    return CABLE_SUSPECT
+                if not f.levels.get("link"):
+                    return WITH_ITS_SWITCH
     return _ADVICE.get(kind, "check it")
 
 
@@ -131,7 +138,7 @@ def fabric_rows(rep: WeeklyReport, limit: int = MAX_OFFENDERS) -> list[list[str]
                 ", ".join(f"{w} x{n}" for w, n in f.weeks.items()),
                 _some(f.cables, 4),
                 ", ".join(f"{k} x{v}" for k, v in f.levels.items()),
-                CABLE_SUSPECT if f.cable_suspect else _ADVICE[f.kind],
+                recommendation(rep, f.kind, f.name),
             ])
     return rows
 
