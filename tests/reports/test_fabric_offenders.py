@@ -246,3 +246,41 @@ def test_report_json_holds_the_tables(fleet_url, capsys):
     # 4705 has no scheduler row, hence no GPU count: its hours are not known, never 0
     assert fabric.gpu_hours_lost is None and "1 job without a GPU count" in fabric.gpu_hours_text
     assert doc.files == {}
+
+
+def test_suspect_rows_name_the_switch_when_the_topology_does():
+    from attribution_dagster.sinks.sql import suspect_rows
+
+    t = W46 + timedelta(days=1)
+    leaf = _result("1", t, "network.fabric", _leaf("ib-leaf-03", {"n1": "1", "n2": "2"}),
+                   scope="shared", port="mlx5_0")
+    assert [(r["kind"], r["name"], r["node"]) for r in suspect_rows(leaf)] == [
+        ("switch", "ib-leaf-03", "n1,n2"),
+        ("switch_port", "ib-leaf-03 port 1", "n1"),
+        ("switch_port", "ib-leaf-03 port 2", "n2"),
+    ]
+    # without a fault domain: the old key, port @ nodes hit together
+    bare = leaf.model_copy(update={"fault_domain": None})
+    assert [(r["kind"], r["name"]) for r in suspect_rows(bare)] == [
+        ("switch", "mlx5_0 @ n1,n2")]
+    link = _result("2", t, "network.fabric", _link("node-a", "mlx5_0", "ib-leaf-07", "12"),
+                   port="mlx5_0")
+    assert [(r["kind"], r["name"]) for r in suspect_rows(link)] == [
+        ("node", "node-a"), ("port", "node-a/mlx5_0"), ("switch", "ib-leaf-07"),
+        ("switch_port", "ib-leaf-07 port 12")]
+    nvl = _result("3", t, "gpu.nvlink", _nvl("nvl72-rack-03", ["gb-01", "gb-02"]))
+    assert ("nvlink_domain", "nvl72-rack-03") in [(r["kind"], r["name"])
+                                                  for r in suspect_rows(nvl)]
+
+
+def test_report_json_with_out_names_the_files(fleet_url, tmp_path, capsys):
+    from attribution_dagster.cli.app import main
+
+    assert main(["report", "--week", "2026-W47", "--db", fleet_url, "--json",
+                 "--out", str(tmp_path / "r")]) == 0
+    doc = report.ReportJson.model_validate_json(capsys.readouterr().out)
+    assert doc.files["html"] == str(tmp_path / "r" / "report.html")
+    on_disk = report.ReportJson.model_validate(
+        report.report_json(report.WeeklyReport.model_validate_json(
+            (tmp_path / "r" / "report.json").read_text())).model_dump())
+    assert on_disk.fabric_offenders == doc.fabric_offenders
