@@ -156,6 +156,19 @@ class FleetConfig(BaseModel):
     report_schedule: bool = Field(
         default=True, description="start weekly_report_schedule running (Mondays 06:00 UTC)"
     )
+    report_base_url: str | None = Field(
+        default=None,
+        description="where reports_dir is published (a web server or bucket website you run); "
+        "the report asset links <url>/<scope>/<week>/report.html. None: no link",
+    )
+
+    @field_validator("report_base_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r}: expected an http:// or https:// URL (where the "
+                             "reports directory is published), or leave it out")
+        return v.rstrip("/") if v else None
 
     def reports_path(self, base_dir: str | Path) -> Path:
         p = Path(self.reports_dir).expanduser()
