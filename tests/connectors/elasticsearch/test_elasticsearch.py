@@ -10,52 +10,22 @@ over the shared recorded lines is in tests/connectors/test_conformance.py.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from fake_elasticsearch import HEADERS, FakeElasticsearch, recorded
+from search_job import CHILD, CUDA, PROGRESS, T0, TIMEOUT, UTC, ctx, doc, iso, window
 
 from attribution_dagster.connectors import parse_config
 from attribution_dagster.connectors.base import LogSource, SourceError, SourceLimits
 from attribution_dagster.connectors.elasticsearch.client import (
     ElasticsearchConfig,
     ElasticsearchSource,
-    doc_time,
 )
 from attribution_dagster.connectors.elasticsearch.query import escape_wildcard, field_value
-from attribution_dagster.core.context import ExecutionContext, JobState
-from attribution_dagster.core.evidence import Anchor
+from attribution_dagster.connectors.elasticsearch.source import doc_time
 from attribution_dagster.core.locators import SearchHit
-from attribution_dagster.core.settings import Window
-
-UTC = timezone.utc
-T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
-CUDA = Anchor(literal="CUDA error:")
-TIMEOUT = Anchor(literal="Watchdog caught collective operation timeout")
-CHILD = Anchor(literal="ChildFailedError", context_after=2)
-PROGRESS = Anchor(literal="elapsed time per iteration", last_only=True)
-
-
-def ctx(nodes: tuple[str, ...] = ("gpu-a", "gpu-b")) -> ExecutionContext:
-    return ExecutionContext(
-        job_id="es-1", scheduler="slurm", cluster="c", state=JobState.FAILED,
-        start=T0, end=T0 + timedelta(minutes=30), nodes=list(nodes),
-    )  # fmt: skip
-
-
-def window() -> Window:
-    return Window(start=T0 - timedelta(minutes=1), end=T0 + timedelta(minutes=31))
-
-
-def iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def doc(node: str, minute: float, text: str, path: str = "/var/log/app.log") -> dict[str, Any]:
-    t = T0 + timedelta(minutes=minute)
-    return {"@timestamp": iso(t), "host": {"name": node}, "log": {"file": {"path": path}},
-            "message": text}  # fmt: skip
 
 
 def source(fake_http: Any, **over: Any) -> ElasticsearchSource:
