@@ -297,7 +297,9 @@ class SearchSource:
             raise SourceError(f"{where}{self.config.url}: the answer holds no point-in-time id")
         return str(pit)
 
-    def _search(self, client: Any, run: _Run, what: str, **body: Any) -> list[dict[str, Any]] | None:
+    def _search(
+        self, client: Any, run: _Run, what: str, **body: Any
+    ) -> list[dict[str, Any]] | None:
         """One search inside the point in time: its hits, or None with the error in coverage."""
         run.cov.queries += 1
         body["pit"] = {"id": run.pit, "keep_alive": self.config.keep_alive}
@@ -440,9 +442,9 @@ class SearchSource:
             ]
             if cfg.stream_field and h.stream is not None:
                 filters.append({"term": {cfg.stream_field: h.stream}})
-            hits = self._search(client, run, "continuation lines", query={"bool": {"filter": filters}},
-                                sort=q.sort(cfg, "asc"), size=h.want,
-                                search_after=h.sort)  # fmt: skip
+            hits = self._search(client, run, "continuation lines",
+                                query={"bool": {"filter": filters}}, sort=q.sort(cfg, "asc"),
+                                size=h.want, search_after=h.sort)  # fmt: skip
             if not hits:
                 continue
             texts = [str(q.field_value(x.get("_source") or {}, cfg.message_field) or "")

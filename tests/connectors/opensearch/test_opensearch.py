@@ -62,13 +62,17 @@ def test_the_recorded_search_page_is_read_as_served(fake_http: Any) -> None:
     fake_http.route("POST", "/logs-*/_search/point_in_time",
                     lambda r: (200, recorded("create_pit.json")))  # fmt: skip
     fake_http.route("POST", "/_search", lambda r: (200, recorded("search_page.json")))
-    fake_http.route("DELETE", "/_search/point_in_time", lambda r: (200, recorded("delete_pit.json")))
+    fake_http.route(
+        "DELETE", "/_search/point_in_time", lambda r: (200, recorded("delete_pit.json"))
+    )
     batch = source(fake_http, liveness=False).fetch_logs(ctx(), [CUDA, TIMEOUT], window())
     assert [(r.node, r.time) for r in batch.records] == [
         ("gpu-b", T0 + timedelta(minutes=3, seconds=1)), ("gpu-a", T0 + timedelta(minutes=20)),
     ]  # fmt: skip
     loc = batch.records[0].locator
-    assert isinstance(loc, SearchHit) and str(loc) == "logs-gpu-2026.11.02/_doc/Hk3ZRpMBh2n1wJt0kY7e"
+    assert (
+        isinstance(loc, SearchHit) and str(loc) == "logs-gpu-2026.11.02/_doc/Hk3ZRpMBh2n1wJt0kY7e"
+    )
     assert batch.records[0].source == "opensearch" and batch.records[0].stream == "app.log"
     assert batch.coverage.source == "opensearch"
     assert batch.coverage.status == "ok" and batch.coverage.nodes_read == ["gpu-a", "gpu-b"]
@@ -142,7 +146,9 @@ def test_the_recorded_collapse_page_gives_one_tail_per_file(fake_http: Any) -> N
     fake_http.route("POST", "/logs-*/_search/point_in_time",
                     lambda r: (200, recorded("create_pit.json")))  # fmt: skip
     fake_http.route("POST", "/_search", lambda r: (200, recorded("collapse_page.json")))
-    fake_http.route("DELETE", "/_search/point_in_time", lambda r: (200, recorded("delete_pit.json")))
+    fake_http.route(
+        "DELETE", "/_search/point_in_time", lambda r: (200, recorded("delete_pit.json"))
+    )
     batch = source(fake_http).fetch_logs(ctx(("gpu-a",)), [], window())
     assert sorted((r.stream, r.time, r.text[:12]) for r in batch.tails) == [
         ("app.log", T0 + timedelta(minutes=11), "iteration 11"),
@@ -246,7 +252,9 @@ def test_nothing_readable_raises_source_error(fake_http: Any) -> None:
     the security plugin's plain-text 401 (not transient, says Unauthorized, never the
     password)."""
     osd = two_nodes(fake_http)
-    osd.fail = lambda body: (404, recorded("error_index_missing.json")) if "open_pit" in body else None
+    osd.fail = lambda body: (
+        (404, recorded("error_index_missing.json")) if "open_pit" in body else None
+    )
     with pytest.raises(SourceError, match="index_not_found_exception.*logs-missing") as info:
         source(fake_http, index="logs-missing").fetch_logs(ctx(), [CUDA], window())
     assert not info.value.transient
@@ -277,7 +285,9 @@ def test_auth_comes_from_the_environment(fake_http: Any, keys: dict[str, str], h
     batch = src.fetch_logs(ctx(), [CUDA], window())
     assert fake_http.requests and all(r.headers.get("authorization") == header
                                       for r in fake_http.requests)  # fmt: skip
-    assert batch.coverage.errors and SECRET not in json.dumps(batch.coverage.model_dump(mode="json"))
+    assert batch.coverage.errors and SECRET not in json.dumps(
+        batch.coverage.model_dump(mode="json")
+    )
     assert SECRET not in src.config.model_dump_json()
     with pytest.raises(SourceError, match="OS_SECRET is empty") as info:
         source(fake_http, environ={}, **keys).fetch_logs(ctx(), [CUDA], window())
