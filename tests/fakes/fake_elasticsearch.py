@@ -54,6 +54,9 @@ def when(value: Any) -> datetime:
 class FakeElasticsearch:
     fixtures = FIXTURES
     headers = HEADERS
+    pit_path = "/_pit"  # POST /<index>/_pit
+    pit_answer = ("open_pit.json", "id", "pit-")  # fixture, id key, id prefix
+    close_path = "/_pit"  # DELETE, the id in the body
 
     def __init__(self, index: str = ".ds-logs-generic-default-2026.11.02-000001",
                  time_field: str = "@timestamp") -> None:  # fmt: skip
@@ -63,6 +66,7 @@ class FakeElasticsearch:
         self.pits: set[str] = set()
         self.closed: list[str] = []
         self.searches: list[dict[str, Any]] = []
+        self.keep_alives: list[str | None] = []
         # (body) -> (status, error body[, headers]) or None: inject failures
         self.fail: Callable[[dict[str, Any]], tuple | None] = lambda body: None
 
@@ -88,19 +92,25 @@ class FakeElasticsearch:
     def install(self, fake_http: Any) -> None:
         fake_http.route_prefix("POST", "/", self._open_pit)  # POST /<index>/_pit
         fake_http.route("POST", "/_search", self._search)
-        fake_http.route("DELETE", "/_pit", self._close_pit)
+        fake_http.route("DELETE", self.close_path, self._close_pit)
 
     # -- endpoints --------------------------------------------------------------------------
     def _open_pit(self, req: Any) -> tuple:
-        if not req.path.endswith("/_pit"):
+        if not req.path.endswith(self.pit_path):
             return 404, {"error": f"no fake route for POST {req.path}"}, self.headers
-        failure = self.fail({"open_pit": req.path})
+        self.keep_alives.append(req.arg("keep_alive"))
+        failure = self.refuse_pit(req) or self.fail({"open_pit": req.path})
         if failure is not None:
             return self.answer(failure)
-        body = self.recorded("open_pit.json")
-        body["id"] = f"pit-{len(self.pits) + 1}"
-        self.pits.add(body["id"])
+        fixture, key, prefix = self.pit_answer
+        body = self.recorded(fixture)
+        body[key] = f"{prefix}{len(self.pits) + 1}"
+        self.pits.add(body[key])
         return 200, body, self.headers
+
+    def refuse_pit(self, req: Any) -> tuple | None:
+        """What the server says to a point-in-time request it cannot serve (none here)."""
+        return None
 
     def _close_pit(self, req: Any) -> tuple:
         pit = req.json().get("id")

@@ -25,15 +25,12 @@ HEADERS: dict[str, str] = {}  # fake_http adds the JSON Content-Type; no product
 class FakeOpenSearch(FakeElasticsearch):
     fixtures = FIXTURES
     headers = HEADERS
+    pit_path = "/_search/point_in_time"  # POST /<index>/_search/point_in_time?keep_alive=
+    pit_answer = ("create_pit.json", "pit_id", "os-pit-")
+    close_path = "/_search/point_in_time"  # DELETE, {"pit_id": [..]}
 
     def __init__(self, index: str = "logs-gpu-2026.11.02", **kw: Any) -> None:
         super().__init__(index=index, **kw)
-        self.keep_alives: list[str | None] = []
-
-    def install(self, fake_http: Any) -> None:
-        fake_http.route_prefix("POST", "/", self._create_pit)
-        fake_http.route("POST", "/_search", self._search)
-        fake_http.route("DELETE", "/_search/point_in_time", self._delete_pit)
 
     def tiebreak(self, i: int) -> Any:
         return f"doc-{i:06d}"  # the hit's `_id`
@@ -42,25 +39,14 @@ class FakeOpenSearch(FakeElasticsearch):
         fields = [k for s in body.get("sort", []) for k in (s if isinstance(s, dict) else {s: 1})]
         return (400, self.recorded("error_shard_doc.json")) if "_shard_doc" in fields else None
 
-    def _create_pit(self, req: Any) -> tuple:
-        if not req.path.endswith("/_search/point_in_time"):
-            return 404, {"error": f"no fake route for POST {req.path}"}, self.headers
-        self.keep_alives.append(req.arg("keep_alive"))
-        if not req.arg("keep_alive"):
-            return 400, {"error": {"root_cause": [{"type": "action_request_validation_exception",
-                         "reason": "Validation Failed: 1: keep alive not specified;"}],
-                         "type": "action_request_validation_exception",
-                         "reason": "Validation Failed: 1: keep alive not specified;"},
-                         "status": 400}, self.headers  # fmt: skip
-        failure = self.fail({"open_pit": req.path})
-        if failure is not None:
-            return self.answer(failure)
-        body = self.recorded("create_pit.json")
-        body["pit_id"] = f"os-pit-{len(self.pits) + 1}"
-        self.pits.add(body["pit_id"])
-        return 200, body, self.headers
+    def refuse_pit(self, req: Any) -> tuple | None:
+        if req.arg("keep_alive"):
+            return None
+        reason = "Validation Failed: 1: keep alive not specified;"
+        err = {"type": "action_request_validation_exception", "reason": reason}
+        return 400, {"error": {"root_cause": [err], **err}, "status": 400}
 
-    def _delete_pit(self, req: Any) -> tuple:
+    def _close_pit(self, req: Any) -> tuple:
         answer = self.recorded("delete_pit.json")
         shape = answer["pits"][0]
         answer["pits"] = []
