@@ -25,6 +25,7 @@ LOG_KINDS: dict[str, str] = {
     "loki": "attribution_dagster.connectors.loki.client:LokiConfig",
     "pod_logs": "attribution_dagster.connectors.pod_logs.client:PodLogsConfig",
     "elasticsearch": "attribution_dagster.connectors.elasticsearch.client:ElasticsearchConfig",
+    "opensearch": "attribution_dagster.connectors.opensearch.client:OpenSearchConfig",
 }
 METRIC_KINDS: dict[str, str] = {
     "prometheus": "attribution_dagster.connectors.prometheus.client:PrometheusConfig",

@@ -215,7 +215,9 @@ class ClusterConfig(BaseModel):
     scheduler: BackendBlock | None = Field(
         default=None, description="slurm | kueue | kai | static"
     )
-    logs: list[BackendBlock] = Field(default_factory=list, description="files | loki | pod_logs")
+    logs: list[BackendBlock] = Field(
+        default_factory=list, description="files | loki | pod_logs | elasticsearch | opensearch"
+    )
     metrics: list[BackendBlock] = Field(default_factory=list, description="prometheus")
     sensor: bool = Field(default=True, description="run a finished-job sensor for this cluster")
     dumps: str | None = Field(

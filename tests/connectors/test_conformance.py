@@ -14,13 +14,16 @@ The lines (conformance.recorded_job) are served by each back-end:
   which answers point-in-time and search requests with the recorded Elasticsearch REST API
   response shapes of tests/fixtures/elasticsearch/ (`_pit`, `_search` with `search_after`),
   each line one ECS document (`@timestamp`, `host.name`, `log.file.path`, `message`);
+- opensearch: the `opensearch-py` client against tests/fakes/fake_opensearch.py, the same
+  documents behind OpenSearch 2.x's point-in-time API and answer shapes
+  (tests/fixtures/opensearch/: `_search/point_in_time`, `pit_id`, `_id` tiebreaker);
 - Prometheus: the `.prom` text files and the Prometheus HTTP API (a fake in the documented
   `{"status": "success", "data": {"resultType": ...}}` shapes, as tests/test_prometheus.py).
 
 What is recorded from real systems and what is not: the Event is node-problem-detector's
 OOMKilling as a real cluster reports it (kube-eventer #131 / NPD #766 wording, the shape of
 `kubectl get events -o json`, as in tests/heldout/h87-*); the Loki, Kubernetes,
-Elasticsearch and Prometheus answers are NOT recorded from live servers: they are fakes
+Elasticsearch, OpenSearch and Prometheus answers are NOT recorded from live servers: they are fakes
 that answer in the documented API shapes. (Live servers: tests/test_prometheus.py's
 `prometheus` marker and scripts/ci-*.sh.)
 """
@@ -35,6 +38,7 @@ from typing import Any
 import pytest
 from fake_elasticsearch import FakeElasticsearch
 from fake_loki import FakeLoki
+from fake_opensearch import FakeOpenSearch
 from fake_pod_logs import FakeKube
 
 from attribution_dagster import pipeline
@@ -49,6 +53,7 @@ from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.connectors.files.tree import FilesSource, FilesSourceConfig
 from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
 from attribution_dagster.connectors.loki.query import to_ns
+from attribution_dagster.connectors.opensearch.client import OpenSearchConfig, OpenSearchSource
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
 from attribution_dagster.connectors.prometheus.client import PrometheusClient, PrometheusConfig
 from attribution_dagster.core.evidence import LogBatch, RawEvidence, RawRecord
@@ -119,16 +124,38 @@ def loki_source(fake_http: Any, job: cf.RecordedJob) -> LokiClient:
     return LokiClient(cfg, sleep=lambda s: None, environ={})
 
 
-def es_source(fake_http: Any, job: cf.RecordedJob) -> ElasticsearchSource:
-    """The lines as ECS documents in a fake Elasticsearch (recorded API response shapes)."""
-    es = FakeElasticsearch()
+def ecs_documents(fake: FakeElasticsearch, fake_http: Any, job: cf.RecordedJob) -> None:
+    """The lines as ECS documents in a fake Elasticsearch or OpenSearch (recorded API
+    response shapes), served on fake_http."""
     for node, lines in job.logs.items():
         for t, text in lines:
-            es.add({"@timestamp": stamp(t), "host": {"name": node},
-                    "log": {"file": {"path": "/var/log/app.log"}}, "message": text})  # fmt: skip
-    es.install(fake_http)
+            fake.add({"@timestamp": stamp(t), "host": {"name": node},
+                      "log": {"file": {"path": "/var/log/app.log"}}, "message": text})  # fmt: skip
+    fake.install(fake_http)
+
+
+def es_source(fake_http: Any, job: cf.RecordedJob) -> ElasticsearchSource:
+    ecs_documents(FakeElasticsearch(), fake_http, job)
     cfg = ElasticsearchConfig(url=fake_http.url, index="logs-*", retries=0)
     return ElasticsearchSource(cfg, cluster="conformance", environ={})
+
+
+@pytest.fixture
+def os_http() -> Any:
+    """A second fake server for OpenSearch: the Elasticsearch fake answers `POST /_search`
+    on the first."""
+    from fake_http import start_fake_http
+
+    fake = start_fake_http()
+    yield fake
+    fake.server.shutdown()
+
+
+def os_source(os_http: Any, job: cf.RecordedJob) -> OpenSearchSource:
+    """OpenSearch 2.x shapes (tests/fakes/fake_opensearch.py) through opensearch-py."""
+    ecs_documents(FakeOpenSearch(), os_http, job)
+    cfg = OpenSearchConfig(url=os_http.url, index="logs-*", retries=0)
+    return OpenSearchSource(cfg, cluster="conformance", environ={})
 
 
 def pod_logs_source(fake_http: Any, job: cf.RecordedJob, events: bool) -> PodLogsClient:
@@ -142,17 +169,22 @@ def pod_logs_source(fake_http: Any, job: cf.RecordedJob, events: bool) -> PodLog
     return PodLogsClient(config, cluster="conformance", now=lambda: now)
 
 
-def test_the_sources_satisfy_the_protocols(tmp_path: Path, fake_http: Any, job) -> None:
+def test_the_sources_satisfy_the_protocols(
+    tmp_path: Path, fake_http: Any, os_http: Any, job
+) -> None:
     """What `runtime_checkable` can see: a name and the method of the role."""
     assert isinstance(shared_root_source(tmp_path, job), LogSource)
     assert isinstance(loki_source(fake_http, job), LogSource)
     assert isinstance(pod_logs_source(fake_http, job, events=False), LogSource)
     assert isinstance(es_source(fake_http, job), LogSource)
+    assert isinstance(os_source(os_http, job), LogSource)
     prom = PrometheusClient(PrometheusConfig(url="http://prom:9090"))
     assert isinstance(prom, MetricSource) and not isinstance(prom, LogSource)
 
 
-def test_every_registered_kind_runs_through_the_suite(tmp_path: Path, fake_http: Any, job) -> None:
+def test_every_registered_kind_runs_through_the_suite(
+    tmp_path: Path, fake_http: Any, os_http: Any, job
+) -> None:
     """A new back-end passes the suite or does not ship: every `kind` of the registry's log
     and metric roles is one of the sources the tests below run (add it here with them)."""
     from attribution_dagster.connectors import LOG_KINDS, METRIC_KINDS
@@ -162,6 +194,7 @@ def test_every_registered_kind_runs_through_the_suite(tmp_path: Path, fake_http:
         loki_source(fake_http, job),
         pod_logs_source(fake_http, job, events=False),
         es_source(fake_http, job),
+        os_source(os_http, job),
     ]
     tested_logs = {type(src).__name__ for src in log_sources}
     registered_logs = {
@@ -177,12 +210,16 @@ LOG_REQUIRED: dict[str, dict[str, Any]] = {
     "loki": {"url": "http://loki:3100"},
     "pod_logs": {"api_url": "http://kube:6443"},
     "elasticsearch": {"url": "http://es:9200", "index": "logs-*"},
+    "opensearch": {"url": "http://opensearch:9200", "index": "logs-*"},
 }
 """The least configuration each log kind needs to build its client (no request is made)."""
 
 
-def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any, job) -> None:
-    """Files (case and shared root), Loki, pod logs and Elasticsearch over the same lines:
+def test_every_log_source_conforms_and_all_agree(
+    tmp_path: Path, fake_http: Any, os_http: Any, job
+) -> None:
+    """Files (case and shared root), Loki, pod logs, Elasticsearch and OpenSearch over the
+    same lines:
     each keeps the contract (typed locators, tails, progress, coverage, the cap), and the
     engine hears the same observations, the same nodes stopping at the same instants, the
     same last progress."""
@@ -194,6 +231,7 @@ def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any,
         loki_source(fake_http, job),
         pod_logs_source(fake_http, job, events=False),
         es_source(fake_http, job),
+        os_source(os_http, job),
     ]
     problems: list[str] = cf.check_log_batch("files:case", ref, job)
     for src in sources:
