@@ -63,9 +63,7 @@ class NodeIndex:
     def of(cls, ctx: object) -> NodeIndex:
         """The index of an ExecutionContext: its nodes, `node_addresses`, and its Kubernetes
         pods (`pod`, `namespace/pod` and the host IP name the node the pod ran on)."""
-        addresses = {
-            k: list(v) for k, v in (getattr(ctx, "node_addresses", None) or {}).items()
-        }
+        addresses = {k: list(v) for k, v in (getattr(ctx, "node_addresses", None) or {}).items()}
         for pod in getattr(ctx, "pods", None) or []:
             if pod.node:
                 names = [pod.name, f"{pod.namespace}/{pod.name}"] + [pod.host_ip or ""]
@@ -140,9 +138,7 @@ def re2_escape(literal: str) -> str:
     return "".join("\\" + ch if ch in _RE2_META else ch for ch in literal)
 
 
-def node_regex(
-    nodes: Iterable[str], addresses: Mapping[str, Iterable[str]] | None = None
-) -> str:
+def node_regex(nodes: Iterable[str], addresses: Mapping[str, Iterable[str]] | None = None) -> str:
     """The one label regex (RE2, anchored at both ends by Loki and Prometheus) matching the
     nodes and their `node_addresses` aliases in every spelling a label may carry: any case
     (`(?i)`), any domain after a short name, any port (`instance="gpu-017:9100"`), IPv4
