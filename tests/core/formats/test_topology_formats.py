@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - real-format lines are quoted verbatim
 """The topology readers on real-format input (shared/reference/TOPOLOGY-FACTS.md s1, s3-s5):
 the lines quoted there verbatim, plus small fabrics written in the same shapes
 (tests/data/topology/). Malformed input is a recorded error, never an exception."""
