@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,8 +52,9 @@ def ibnetdiscover(hosts: int) -> str:
     for s in range(SPINES):
         out += ["vendid=0x2c9", "devid=0xd2f0", f"sysimgguid=0x{spine_guid[s]}",
                 f"switchguid=0x{spine_guid[s]}({spine_guid[s]})",
-                f'Switch\t{LEAVES + 1} "S-{spine_guid[s]}"\t\t# "MF0;ib-spine-{s + 1:02d}:MQM9700/U1"'
-                f" enhanced port 0 lid {10 + s} lmc 0"]  # fmt: skip
+                f'Switch\t{LEAVES + 1} "S-{spine_guid[s]}"\t\t'
+                f'# "MF0;ib-spine-{s + 1:02d}:MQM9700/U1" enhanced port 0 '
+                f"lid {10 + s} lmc 0"]  # fmt: skip
         for n in range(LEAVES):
             out.append(f'[{n + 1}]\t"S-{leaf_guid[n]}"[{per_leaf + s + 1}]\t\t'
                        f'# "MF0;ib-leaf-{n + 1:03d}:MQM9700/U1" lid {100 + n} 4xNDR')  # fmt: skip
@@ -63,7 +63,8 @@ def ibnetdiscover(hosts: int) -> str:
         out += ["vendid=0x2c9", "devid=0xd2f0", f"sysimgguid=0x{leaf_guid[n]}",
                 f"switchguid=0x{leaf_guid[n]}({leaf_guid[n]})",
                 f'Switch\t{per_leaf + SPINES + 1} "S-{leaf_guid[n]}"\t\t'
-                f'# "MF0;ib-leaf-{n + 1:03d}:MQM9700/U1" enhanced port 0 lid {100 + n} lmc 0']  # fmt: skip
+                f'# "MF0;ib-leaf-{n + 1:03d}:MQM9700/U1" enhanced port 0 '
+                f"lid {100 + n} lmc 0"]  # fmt: skip
         rail, group = n % HCAS, n // HCAS  # leaf n serves HCA `rail` of one host group
         for p in range(per_leaf):
             h = group * per_leaf + p
@@ -90,9 +91,13 @@ def ibnetdiscover(hosts: int) -> str:
 def _tree(hosts: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(leaf, hostlist) and (spine, leaf hostlist): 128 leaves, 16 spines of 8 leaves."""
     per = hosts // LEAVES
-    leaves = [(f"leaf{n:03d}", f"gpu-[{n * per:04d}-{(n + 1) * per - 1:04d}]") for n in range(LEAVES)]
+    leaves = [
+        (f"leaf{n:03d}", f"gpu-[{n * per:04d}-{(n + 1) * per - 1:04d}]") for n in range(LEAVES)
+    ]
     step = LEAVES // SPINES
-    spines = [(f"spine{s:02d}", f"leaf[{s * step:03d}-{(s + 1) * step - 1:03d}]") for s in range(SPINES)]
+    spines = [
+        (f"spine{s:02d}", f"leaf[{s * step:03d}-{(s + 1) * step - 1:03d}]") for s in range(SPINES)
+    ]
     return leaves, spines
 
 
@@ -115,12 +120,13 @@ def topology_yaml(hosts: int) -> str:
 def nodes_json(hosts: int) -> str:
     per = hosts // LEAVES
     p = "network.topology.nvidia.com/"
+    uuid = "50000000-0000-0000-0000-000000000005"  # an NVLink domain per 18 trays
     items = [
         {"apiVersion": "v1", "kind": "Node",
          "metadata": {"name": host(h), "uid": f"00000000-0000-4000-8000-{h:012d}",
                       "labels": {"kubernetes.io/hostname": host(h),
                                  "nvidia.com/gpu.present": "true",
-                                 p + "accelerator": f"50000000-0000-0000-0000-000000000005.{h // 18}",
+                                 p + "accelerator": f"{uuid}.{h // 18}",
                                  p + "leaf": f"leaf{h // per:03d}",
                                  p + "spine": f"spine{h // per // (LEAVES // SPINES):02d}",
                                  p + "core": "core-1"}},
