@@ -331,3 +331,27 @@ def test_cluster_topology_records_a_failing_source_and_keeps_the_others(tmp_path
     assert [s.name for s in again.as_sources()] == ["files", "slurm_scontrol"]
     with pytest.raises(SourceError):
         again.as_sources()[1].snapshots()
+
+
+def test_a_cluster_reads_its_topology_once_for_many_jobs(tmp_path: Path) -> None:
+    """The CLI and fleet paths ask per job; the cluster's sources keep a read for a while,
+    and a failure is not kept."""
+    calls: list[str] = []
+    results = [RunResult(1, "", "scontrol: error: Socket timed out"), RunResult(0, SCONTROL, "")]
+
+    def runner(argv, env, timeout):
+        calls.append(argv[1])
+        return results.pop(0) if results else RunResult(0, SCONTROL, "")
+
+    cluster = Cluster(
+        "atlas", ClusterConfig.model_validate({"topology": [{"kind": "slurm_scontrol"}]})
+    )
+    [cached] = cluster.sources.topology
+    cached.source.client.runner = runner
+    ctx = _ctx(datetime(2026, 11, 2, tzinfo=UTC))
+    cov: list = []
+    assert pipeline.collect_topology(None, ctx, cluster.sources, cov) is None
+    assert cov[0].status == "failed" and cov[0].retryable  # a timeout: transient
+    for _ in range(5):
+        assert pipeline.collect_topology(None, ctx, cluster.sources).leaf("node-c") == "leaf-2"
+    assert len(calls) == 2
