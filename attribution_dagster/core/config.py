@@ -23,6 +23,9 @@ Example ``attribution.yaml``::
           - {kind: loki, url: "http://loki:3100", node_label: host}
         metrics:
           - {kind: prometheus, url: "http://prometheus:9090"}
+        topology:                       # docs/topology.md
+          - {kind: files, paths: [/etc/slurm/topology.conf], snapshots: /shared/topology}
+          - {kind: slurm_scontrol}
     case_root: /data/gpu-cases          # the case-directory sensor watches this
     sink:
       url: postgresql+psycopg://attrib@db.internal:5432/attribution
@@ -44,6 +47,8 @@ Example ``attribution.yaml``::
       window: daily                     # or hourly
       start: "2026-09-01"
       workers: 2                        # processes per window run
+    topology_refresh:                   # the per-cluster topology assets (docs/topology.md)
+      cron: "0 5 * * *"                 # daily (UTC)
 
 Environment variables:
 
@@ -175,6 +180,15 @@ class FleetConfig(BaseModel):
         return p if p.is_absolute() else (Path(base_dir) / p).resolve()
 
 
+class TopologyRefreshConfig(BaseModel):
+    """When the per-cluster `topology` assets are re-read (docs/topology.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cron: str = Field(default="0 5 * * *", description="refresh schedule (UTC); default daily")
+    enabled: bool = Field(default=True, description="start topology_refresh_schedule running")
+
+
 class BackendBlock(BaseModel):
     """One `{kind: ..., ...}` block of a cluster (`scheduler`, an entry of `logs` or of
     `metrics`) as attribution.yaml writes it: `kind`, the optional `name`, and the
@@ -219,6 +233,10 @@ class ClusterConfig(BaseModel):
         default_factory=list, description="files | loki | pod_logs | elasticsearch | opensearch"
     )
     metrics: list[BackendBlock] = Field(default_factory=list, description="prometheus")
+    topology: list[BackendBlock] = Field(
+        default_factory=list,
+        description="files | slurm_scontrol | kubernetes_labels (docs/topology.md)",
+    )
     sensor: bool = Field(default=True, description="run a finished-job sensor for this cluster")
     dumps: str | None = Field(
         default=None,
@@ -256,12 +274,19 @@ class ClusterConfig(BaseModel):
     def _metrics(cls, v: Any) -> Any:
         return [_block(b, "metrics") for b in _blocks(v, "metrics")]
 
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _topology(cls, v: Any) -> Any:
+        return [_block(b, "topology") for b in _blocks(v, "topology")]
+
     @model_validator(mode="after")
     def _unique_sources(self) -> ClusterConfig:
-        names = [b.source_name for b in [*self.logs, *self.metrics]]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"two sources share the name {dup[0]!r}: give each a 'name'")
+        # topology sources are named `topology:<name>` in coverage: their own namespace
+        for blocks in ([*self.logs, *self.metrics], self.topology):
+            names = [b.source_name for b in blocks]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"two sources share the name {dup[0]!r}: give each a 'name'")
         return self
 
 
@@ -297,6 +322,7 @@ class AttributionConfig(BaseModel):
     analysis: AnalysisConfig = AnalysisConfig()
     retry: RetryConfig = RetryConfig()
     fleet: FleetConfig = FleetConfig()
+    topology_refresh: TopologyRefreshConfig = TopologyRefreshConfig()
     max_partitions_per_run: int = Field(default=100, ge=1, le=10_000)
     base_dir: str = Field(
         default=".", description="relative paths (case_root, default SQLite file) resolve here"
