@@ -31,6 +31,7 @@ from attribution_dagster.core.formats.flight_recorder import FlightDump, read_du
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
+from attribution_dagster.core.topology import Topology
 from attribution_dagster.rules import catalog as catalogs
 from attribution_dagster.rules.engine import RuleEngine, hangs
 from attribution_dagster.rules.parsers import ParserCatalog
@@ -202,8 +203,14 @@ def attribute(
     observations: list[Observation],
     coverage: list[SourceCoverage],
     settings: AnalysisSettings | None = None,
+    topology: Topology | None = None,
 ) -> AttributionResult:
-    result = engine().attribute(ctx, observations, coverage, settings or AnalysisSettings())
+    """The rule engine's verdict; with the cluster's `topology` (the snapshot in force when the
+    job ran), switch-side lines count as evidence and a network or NVLink cause gets its
+    `fault_domain`."""
+    result = engine().attribute(
+        ctx, observations, coverage, settings or AnalysisSettings(), topology=topology
+    )
     return result.model_copy(update={"analyzed_at": datetime.now(timezone.utc)})
 
 
