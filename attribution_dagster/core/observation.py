@@ -47,4 +47,3 @@ class Observation(BaseModel):
     @classmethod
     def _text_locator(cls, data: Any) -> Any:
         return _as_locator(data)
-
