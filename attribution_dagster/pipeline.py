@@ -4,7 +4,9 @@
     collect_evidence(case, ctx, settings)   -> RawEvidence        (case files and/or the
                                                                    cluster's log/metric sources)
     normalize(raw, ctx)                     -> list[Observation]  (parser catalog)
-    attribute(ctx, observations, coverage)  -> AttributionResult  (rule engine)
+    collect_topology(case, ctx, sources)    -> Topology | None    (case topology/ or the
+                                                                   cluster's at job start)
+    attribute(ctx, observations, coverage, topology=...) -> AttributionResult (rule engine)
 
 Each step is a pure function of its inputs, so a Dagster asset can persist the output of
 one step and the next asset can pick it up in another process.
@@ -19,6 +21,11 @@ from attribution_dagster.connectors.base import SourceLimits, failed_coverage
 from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.connectors.static.client import StaticContextClient
+from attribution_dagster.connectors.topology.source import (
+    ClusterTopology,
+    TopologySource,
+    read_cluster_topology,
+)
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
     LogBatch,
@@ -28,6 +35,7 @@ from attribution_dagster.core.evidence import (
     SourceCoverage,
 )
 from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dumps
+from attribution_dagster.core.formats.topology import read_topology_dir
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
@@ -141,6 +149,7 @@ def collect_evidence(
             )
         )
     dumps = collect_dumps(case, ctx, coverage)
+    topology = collect_topology(case, ctx, sources, coverage)
     return RawEvidence(
         job_id=ctx.job_id,
         records=records,
@@ -149,6 +158,85 @@ def collect_evidence(
         samples=samples,
         coverage=coverage,
         dumps=dumps,
+        topology=topology,
+    )
+
+
+def collect_topology(
+    case: str | Path | None,
+    ctx: ExecutionContext,
+    sources: EvidenceSources | None = None,
+    coverage: list[SourceCoverage] | None = None,
+) -> Topology | None:
+    """Where the job's nodes sit in the fabric (issue 23): the case directory's `topology/`
+    when it has one (`case`, else the context's `case_dir`), else the cluster's topology
+    sources, each at the job's start (the snapshot in force when it ran), merged in
+    configured order. Each source read is one `topology:<name>` entry in `coverage`; a
+    source that fails is a `failed` entry and the others still count. None: no topology."""
+    case = case if case is not None else ctx.case_dir
+    coverage = coverage if coverage is not None else []
+    if case is not None and (Path(case) / "topology").is_dir():
+        topo = read_topology_dir(Path(case) / "topology", label="topology")
+        coverage.append(
+            _topology_coverage("topology:files", topo)
+            if topo is not None
+            else SourceCoverage(
+                source="topology:files",
+                status="empty",
+                errors=[f"{Path(case) / 'topology'} holds no topology file"],
+            )
+        )
+        return topo
+    topo_sources = tuple(sources.topology) if sources is not None else ()
+    if not topo_sources:
+        return None
+    return topology_at(read_cluster_topology(ctx.cluster or "", topo_sources), ctx, coverage)
+
+
+def topology_at(
+    cluster_topology: ClusterTopology, ctx: ExecutionContext, coverage: list[SourceCoverage]
+) -> Topology | None:
+    """The cluster's topology at the job's start, one coverage entry per source."""
+    merged: Topology | None = None
+    for src in cluster_topology.sources:
+        name = f"topology:{src.source}"
+        if src.error is not None:
+            coverage.append(
+                SourceCoverage(
+                    source=name, status="failed", errors=[src.error], retryable=src.retryable
+                )
+            )
+            continue
+        snap = src.snapshots.snapshot_at(ctx.start)
+        cov = _topology_coverage(name, snap)
+        cov.errors = [*src.snapshots.errors, *cov.errors]
+        if cov.errors and cov.status == "ok":
+            cov.status = "partial"
+        coverage.append(cov)
+        if snap is not None:
+            merged = snap if merged is None else merged.merged(snap)
+    return merged
+
+
+def cluster_topology(cluster: Cluster) -> ClusterTopology | None:
+    """Every topology source of `cluster` read now (the Dagster `topology` asset's value);
+    None when the cluster has no topology configured."""
+    sources: tuple[TopologySource, ...] = cluster.topology_sources
+    if not sources:
+        return None
+    return read_cluster_topology(cluster.name, sources)
+
+
+def _topology_coverage(name: str, topo: Topology | None) -> SourceCoverage:
+    if topo is None:
+        return SourceCoverage(source=name, status="empty", errors=["no topology snapshot"])
+    status = "ok" if not topo.errors else ("empty" if topo.is_empty() else "partial")
+    return SourceCoverage(
+        source=name,
+        status=status,
+        files=len(topo.sources),
+        records=len(topo.cables) + len(topo.leaf_of) + len(topo.nvlink_domain_of),
+        errors=list(topo.errors[:50]),
     )
 
 
@@ -235,7 +323,7 @@ def analyze_context(
     settings = settings or AnalysisSettings()
     raw = collect_evidence(case, ctx, settings, sources=sources)
     observations = normalize(raw, ctx)
-    return attribute(ctx, observations, raw.coverage, settings)
+    return attribute(ctx, observations, raw.coverage, settings, topology=raw.topology)
 
 
 def analyze_job(

@@ -40,6 +40,7 @@ from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
+from attribution_dagster.core.topology import Topology
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
@@ -58,10 +59,12 @@ PER_JOB: dict[str, Any] = {"partitions_def": JOBS_PARTITIONS, "group_name": GROU
 
 
 class ObservationSet(BaseModel):
-    """What `observations` hands to `attribution`: the events plus the sources' coverage."""
+    """What `observations` hands to `attribution`: the events plus the sources' coverage,
+    and the topology the job is read against (raw evidence's, passed on unchanged)."""
 
     observations: list[Observation] = Field(default_factory=list)
     coverage: list[SourceCoverage] = Field(default_factory=list)
+    topology: Topology | None = None
 
 
 @asset(
@@ -165,9 +168,8 @@ def observations(context: AssetExecutionContext, store: AssetStoreResource) -> M
     def parse(key: str, up: str | None, _last: bool) -> tuple[ObservationSet, dict[str, Any]]:
         raw = RawEvidence.model_validate_json(up or "")
         obs = pipeline.normalize(raw, _context_of(contexts, key))
-        return ObservationSet(observations=obs, coverage=raw.coverage), md.observations_metadata(
-            obs
-        )
+        value = ObservationSet(observations=obs, coverage=raw.coverage, topology=raw.topology)
+        return value, md.observations_metadata(obs)
 
     return materialize_result(context, for_each_job(context, s, parse, upstream="raw_evidence"))
 
@@ -205,9 +207,13 @@ def attribution(
     def decide(key: str, up: str | None, _last: bool) -> tuple[AttributionResult, dict[str, Any]]:
         obs = ObservationSet.model_validate_json(up or "")
         result = pipeline.attribute(
-            _context_of(contexts, key), obs.observations, obs.coverage, settings
+            _context_of(contexts, key),
+            obs.observations,
+            obs.coverage,
+            settings,
+            topology=obs.topology,
         )
-        return result, md.attribution_metadata(result)
+        return result, md.attribution_metadata(result) | md.topology_metadata(obs.topology)
 
     batch = for_each_job(context, s, decide, upstream="observations")
     results: dict[str, AttributionResult] = batch.values  # type: ignore[assignment]

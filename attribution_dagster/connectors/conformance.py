@@ -322,6 +322,7 @@ def compare_log_batches(
 
 def compare_samples(answers: Mapping[str, Sequence[MetricSample]]) -> list[str]:
     """Every metric source returns the same samples (node, name, the job's labels, time, value)."""
+
     def key(s: MetricSample) -> tuple[Any, ...]:
         return (s.node, s.name, s.labels.get("gpu"), s.time, s.value)
 

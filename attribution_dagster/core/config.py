@@ -23,6 +23,9 @@ Example ``attribution.yaml``::
           - {kind: loki, url: "http://loki:3100", node_label: host}
         metrics:
           - {kind: prometheus, url: "http://prometheus:9090"}
+        topology:                       # docs/topology.md
+          - {kind: files, paths: [/etc/slurm/topology.conf], snapshots: /shared/topology}
+          - {kind: slurm_scontrol}
     case_root: /data/gpu-cases          # the case-directory sensor watches this
     sink:
       url: postgresql+psycopg://attrib@db.internal:5432/attribution
@@ -202,6 +205,10 @@ class ClusterConfig(BaseModel):
     scheduler: BackendBlock | None = Field(default=None, description="slurm | kueue | kai | static")
     logs: list[BackendBlock] = Field(default_factory=list, description="files | loki | pod_logs")
     metrics: list[BackendBlock] = Field(default_factory=list, description="prometheus")
+    topology: list[BackendBlock] = Field(
+        default_factory=list,
+        description="files | slurm_scontrol | kubernetes_labels (docs/topology.md)",
+    )
     sensor: bool = Field(default=True, description="run a finished-job sensor for this cluster")
 
     @field_validator("scheduler", mode="before")
@@ -219,12 +226,19 @@ class ClusterConfig(BaseModel):
     def _metrics(cls, v: Any) -> Any:
         return [_block(b, "metrics") for b in _blocks(v, "metrics")]
 
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _topology(cls, v: Any) -> Any:
+        return [_block(b, "topology") for b in _blocks(v, "topology")]
+
     @model_validator(mode="after")
     def _unique_sources(self) -> ClusterConfig:
-        names = [b.source_name for b in [*self.logs, *self.metrics]]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"two sources share the name {dup[0]!r}: give each a 'name'")
+        # topology sources are named `topology:<name>` in coverage: their own namespace
+        for blocks in ([*self.logs, *self.metrics], self.topology):
+            names = [b.source_name for b in blocks]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"two sources share the name {dup[0]!r}: give each a 'name'")
         return self
 
 

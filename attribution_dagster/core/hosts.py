@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from attribution_dagster.core.context import short_host
-from attribution_dagster.core.formats.hostlist import (  # noqa: F401 - re-exported
+from attribution_dagster.core.hostlist import (  # noqa: F401 - re-exported
     HOSTLIST_MAX,
     expand_hostlist_lenient,
     split_hostlist,
@@ -170,7 +170,7 @@ listing, a central syslog): no node wrote it. The parser catalog moves each obse
 such a line to the job node(s) the line names (`Nodes cn-0410 not responding`) and drops the
 rest; a connector may drop lines naming no job node before that (context only)."""
 
-# one hostlist expander for every layer (core/formats/hostlist.py); free text is lenient
+# one hostlist expander for every layer (core/hostlist.py); free text is lenient
 expand_hostlist = expand_hostlist_lenient
 
 

@@ -283,7 +283,6 @@ class Liveness:
                 f"(max_progress_queries={self.config.max_progress_queries})"
             )
 
-
     def _backward(
         self, st: Fetch, query: str, t: int, step: int, limit: int, what: str
     ) -> list[Entry] | None:
@@ -304,4 +303,3 @@ class Liveness:
             return None
         st.ok_queries += 1
         return entries
-

@@ -13,7 +13,7 @@ from typing import Any
 
 from attribution_dagster.connectors.base import JobNotFound, JobQuery, SchedulerError
 from attribution_dagster.core.context import ExecutionContext, JobState
-from attribution_dagster.core.formats.hostlist import expand_hostlist  # noqa: F401 - re-exported
+from attribution_dagster.core.hostlist import expand_hostlist  # noqa: F401 - re-exported
 
 # --------------------------------------------------------------------------- states
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from attribution_dagster.core.formats.hostlist import expand_hostlist
+from attribution_dagster.core.hostlist import expand_hostlist
 from attribution_dagster.core.topology import Switch, Topology
 
 _PAIR = re.compile(r"([A-Za-z][A-Za-z0-9_]*)=(\S*)")
