@@ -62,20 +62,8 @@ def locate(
     else:
         fd = _network(top, context, cables, spec, settings)
     if fd is not None:
-        notes.append(f"fault domain: {describe(fd)}")
+        notes.append(f"fault domain: {fd.describe()}")
     return fd
-
-
-def describe(fd: FaultDomain) -> str:
-    """`leaf ib-leaf-07 ports 12, 14, 15 (node-a, node-b, node-c)`: the views' one line."""
-    ports = [p.switch_port for p in fd.ports if p.switch_port]
-    head = f"{fd.level} {fd.name}"
-    if ports:
-        head += (" port " if len(ports) == 1 else " ports ") + ", ".join(ports)
-    if fd.level == "link" and fd.ports:
-        ends = [f"{p.node} {p.host_port}" if p.host_port else p.node for p in fd.ports]
-        return f"{head} ({', '.join(ends)})"
-    return f"{head} ({', '.join(fd.nodes)})" if fd.nodes else head
 
 
 # ---------------------------------------------------------------- network
