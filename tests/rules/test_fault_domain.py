@@ -227,3 +227,32 @@ def test_an_operator_can_turn_a_category_off_and_bad_values_are_named(tmp_path):
     assert run([down("gpu-003"), *symptoms(["gpu-001"])], topo(), engine=eng).fault_domain is None
     with pytest.raises(RulebookError, match="fault_domains field 'leaf.min_share'"):
         _engine_with(tmp_path, leaf={"min_share": 3})
+
+
+def test_a_fat_tree_names_a_spine_only_when_the_fabric_says_which():
+    """Leaves under two spines each (`uplinks`, no single parent): hosts alone cannot tell
+    which spine; a UFM link-down between a leaf and ib-spine-01 can."""
+    t = topo()
+    for leaf in ("ib-leaf-07", "ib-leaf-08"):
+        t.switches[leaf] = t.switches[leaf].model_copy(
+            update={"parent": None, "uplinks": ["ib-spine-01", "ib-spine-02"]})
+    t.switches["ib-spine-01"] = Switch(name="ib-spine-01", tier=1)
+    nodes = [f"gpu-{i:03d}" for i in range(1, 9)]
+    obs = [down(n, 600 + i * 0.1) for i, n in enumerate(nodes)]
+    assert run(obs, t, ctx(nodes)).fault_domain is None
+    ufm = ob("ib_link_down", CLUSTER_NODE, 600.2, path="logs/ufm/event.log", parser="ufm_link_down",
+             attrs={"side": "switch", "origin": "ufm", "switch": "ib-leaf-07", "switch_port": "63",
+                    "peer_switch": "ib-spine-01", "peer_switch_port": "7"})
+    fd = run([*obs, ufm], t, ctx(nodes)).fault_domain
+    assert fd is not None and (fd.level, fd.name) == ("spine", "ib-spine-01")
+
+
+def test_every_cable_of_a_node_is_listed():
+    t = topo()
+    t.cables.append(Cable(node="gpu-003", host_port="mlx5_11", switch="ib-leaf-07", switch_port="6"))
+    t = Topology.model_validate(t.model_dump())  # fresh indexes
+    obs = [down("gpu-003"), ob("ib_link_down", "gpu-003", 600.3, port="mlx5_11/1"), *symptoms(["gpu-001"])]
+    fd = run(obs, t).fault_domain
+    assert fd is not None and fd.level == "link"
+    assert [(p.host_port, p.switch_port) for p in fd.ports] == [("mlx5_10", "5"), ("mlx5_11", "6")]
+    assert fd.describe() == "link ib-leaf-07 ports 5, 6 (gpu-003 mlx5_10, gpu-003 mlx5_11)"

@@ -84,27 +84,20 @@ def _hits(top: Cand, width: float) -> dict[str, list[Item]]:
     return dict(out)
 
 
-def _cable_of(node: str, items: list[Item], cables: JobCables) -> Cable | None:
-    for i in items:  # switch-side first: the line named the switch port itself
-        sw, port = i.obs.attrs.get("switch"), i.obs.attrs.get("switch_port")
-        if sw and port is not None:
-            c = cables.topology.cable_at(str(sw), str(port))
-            if c is not None and cables.job_node(c.node) == node:
-                return c
+def _cables_of(node: str, items: list[Item], cables: JobCables) -> list[Cable]:
+    """Every cable of `node` its items name: a switch port (switch-side lines), else the host
+    port (`mlx5_10/1`, a netdev); a port-less line on a single-cable node names that one."""
+    out: list[Cable] = []
     for i in items:
-        c = cables.cable(node, i.obs.port)
-        if c is not None and (i.obs.port or len(cables.by_node.get(node, [])) == 1):
-            return c
-    return None
-
-
-def _port(node: str, cable: Cable | None, items: list[Item], leaf: str | None) -> FaultPort:
-    if cable is not None:
-        return FaultPort(
-            node=node, host_port=cable.host_port, switch=cable.switch, switch_port=cable.switch_port
-        )
-    port = next((i.obs.port for i in items if i.obs.port), None)
-    return FaultPort(node=node, host_port=port, switch=leaf)
+        sw, port = i.obs.attrs.get("switch"), i.obs.attrs.get("switch_port")
+        c = cables.topology.cable_at(str(sw), str(port)) if sw and port is not None else None
+        if c is None or cables.job_node(c.node) != node:
+            c = cables.cable(node, i.obs.port)
+            if c is not None and not i.obs.port and len(cables.by_node.get(node, [])) != 1:
+                c = None
+        if c is not None and c not in out:
+            out.append(c)
+    return out
 
 
 def _under(cables: JobCables, switch: str) -> set[str]:
@@ -112,18 +105,44 @@ def _under(cables: JobCables, switch: str) -> set[str]:
     out = {n for n, cs in cables.by_node.items() if any(c.switch == switch for c in cs)}
     for node in cables.topo_name:
         leaf = cables.leaf(node)
-        if leaf is not None and (leaf == switch or switch in cables.topology.ancestors(leaf)):
+        if leaf is not None and switch in _reach(cables.topology, leaf):
             out.add(node)
     return out
 
 
-def _common(topology: Topology, switches: list[str]) -> str | None:
-    """The nearest switch that is each of `switches` or above it."""
-    chains = [[s, *topology.ancestors(s)] for s in switches]
-    for s in chains[0]:
-        if all(s in ch for ch in chains[1:]):
-            return s
-    return None
+def _reach(topology: Topology, switch: str) -> dict[str, int]:
+    """`switch` and every switch above it, with its distance: through `parent` in a tree, or
+    every `uplinks` entry in a fat tree (a leaf under several spines). A loop stops the walk."""
+    dist = {switch: 0}
+    frontier = [switch]
+    while frontier:
+        nxt = []
+        for x in frontier:
+            sw = topology.switches.get(x)
+            ups = [] if sw is None else [sw.parent] if sw.parent else list(sw.uplinks)
+            for up in ups:
+                if up not in dist:
+                    dist[up] = dist[x] + 1
+                    nxt.append(up)
+        frontier = nxt
+    return dist
+
+
+def _common(topology: Topology, switches: list[str], named: set[str]) -> str | None:
+    """The nearest switch that is each of `switches` or above it. Several at the same
+    distance (a fat tree's spines are all above every leaf): the one the fabric names, else
+    None (hosts alone cannot tell which spine)."""
+    reach = [_reach(topology, s) for s in switches]
+    shared = set(reach[0]).intersection(*reach[1:])
+    if not shared:
+        return None
+    far = {x: max(r[x] for r in reach) for x in shared}
+    best = min(far.values())
+    tied = sorted(x for x in shared if far[x] == best)
+    if len(tied) == 1:
+        return tied[0]
+    picked = [x for x in tied if x in named]
+    return picked[0] if len(picked) == 1 else None
 
 
 def _network(
@@ -137,15 +156,23 @@ def _network(
     hits = _hits(top, spec.within_seconds + settings.skew_seconds)
     if not hits:
         return _by_fabric(top, named, cables, spec)
-    ports: dict[str, FaultPort] = {}
+    ports: dict[str, list[FaultPort]] = defaultdict(list)  # by switch
     by_switch: dict[str, list[str]] = defaultdict(list)
     for node, items in sorted(hits.items()):
-        cable = _cable_of(node, items, cables)
-        switch = cable.switch if cable is not None else cables.leaf(node)
-        if switch is None:
-            continue  # a node the topology does not know
-        ports[node] = _port(node, cable, items, switch)
-        by_switch[switch].append(node)
+        found = _cables_of(node, items, cables)
+        if not found:  # no cable known: the node's leaf, and the host port its lines name
+            leaf = cables.leaf(node)
+            if leaf is None:
+                continue  # a node the topology does not know
+            port = next((i.obs.port for i in items if i.obs.port), None)
+            ports[leaf].append(FaultPort(node=node, host_port=port, switch=leaf))
+            by_switch[leaf].append(node)
+        for c in found:
+            ports[c.switch].append(
+                FaultPort(node=node, host_port=c.host_port, switch=c.switch, switch_port=c.switch_port)
+            )
+            if node not in by_switch[c.switch]:
+                by_switch[c.switch].append(node)
     if not by_switch:
         return None
 
@@ -156,31 +183,30 @@ def _network(
         share = len(set(nodes) & under) / len(under)
         return share >= spec.leaf.min_share or (spec.leaf.switch_evidence and switch in named)
 
-    def domain(level: str, name: str, nodes: Iterable[str]) -> FaultDomain:
-        nodes = sorted(nodes)
+    def domain(level: str, name: str, switches: Iterable[str]) -> FaultDomain:
+        switches = list(switches)
         return FaultDomain(
             level=level,  # type: ignore[arg-type]
             name=name,
-            nodes=nodes,
-            ports=sorted((ports[n] for n in nodes), key=_port_key),
+            nodes=sorted({n for s in switches for n in by_switch[s]}),
+            ports=sorted((p for s in switches for p in ports[s]), key=_port_key),
         )
 
     if len(by_switch) == 1:
         switch, nodes = next(iter(by_switch.items()))
-        return domain("leaf" if leaf_ok(switch, nodes) else "link", switch, nodes)
-    every = [n for ns in by_switch.values() for n in ns]
-    spine = _common(cables.topology, list(by_switch))
+        return domain("leaf" if leaf_ok(switch, nodes) else "link", switch, [switch])
+    spine = _common(cables.topology, list(by_switch), named)
     if spine is not None and len(by_switch) >= spec.spine.min_leaves:
         evidence = spec.spine.switch_evidence and (
             spine in named or sum(s in named for s in by_switch) >= spec.spine.min_leaves
         )
         if evidence or all(leaf_ok(s, ns) for s, ns in by_switch.items()):
-            return domain("spine", spine, every)
+            return domain("spine", spine, by_switch)
     # cables on several switches that no shared switch explains: the best-hit switch's, if one
     # alone qualifies as a leaf; else no single domain (each cable is in the suspects)
     ok = [s for s, ns in by_switch.items() if leaf_ok(s, ns)]
     if len(ok) == 1:
-        return domain("leaf", ok[0], by_switch[ok[0]])
+        return domain("leaf", ok[0], ok)
     return None
 
 
@@ -194,11 +220,11 @@ def _by_fabric(
     over = [
         s
         for s in named
-        if any(lf is not None and (lf == s or s in cables.topology.ancestors(lf)) for lf in leaves.values())
+        if any(lf is not None and s in _reach(cables.topology, lf) for lf in leaves.values())
     ]
     if not over:
         return None
-    where = _common(cables.topology, sorted(over))
+    where = _common(cables.topology, sorted(over), named)
     if where is None:
         return None
     nodes = [n for n in affected if n in _under(cables, where)]
