@@ -362,7 +362,34 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSumm
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_bytes(data)
         summary.files.append(WrittenFile(path=str(rel), kept=len(dump.entries), bytes=len(data)))
+    summary.files.extend(_write_topology(out, ctx, raw))
     return summary
+
+
+def _write_topology(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> list[WrittenFile]:
+    """The topology files the job was read against (issue 23), copied to `out/topology/` as
+    they were (`ibnetdiscover.txt`, `topology.conf`, `lldp/<node>.json` ...): a source named
+    relative to the case (`topology/ibnetdiscover.txt`) or by an absolute path. A topology
+    from a live source (`scontrol show topology`, the Kubernetes API) has no file and is not
+    written: analyse such an export with the cluster's topology source configured."""
+    topo = raw.topology
+    if topo is None:
+        return []
+    written: list[WrittenFile] = []
+    for source in topo.sources:
+        rel = PurePosixPath(source)
+        candidates = [Path(source)] if rel.is_absolute() else []
+        if ctx.case_dir and not rel.is_absolute() and ".." not in rel.parts:
+            candidates.append(Path(ctx.case_dir) / source)
+        src = next((p for p in candidates if p.is_file()), None)
+        if src is None:
+            continue
+        dest = PurePosixPath("topology", *(("lldp",) if src.parent.name == "lldp" else ()), src.name)
+        data = src.read_bytes()
+        (out / dest).parent.mkdir(parents=True, exist_ok=True)
+        (out / dest).write_bytes(data)
+        written.append(WrittenFile(path=str(dest), kept=data.count(b"\n"), bytes=len(data)))
+    return written
 
 
 def describe(summary: ExportSummary) -> list[str]:
