@@ -59,7 +59,7 @@ def guid(kind: int, a: int, b: int = 0) -> str:
     return f"{0xb8599f0300000000 + (kind << 20) + (a << 8) + b:016x}"
 
 
-def ibnetdiscover(switches: dict[str, list[tuple[int, str, str]]], uplinks=None, when="Sun Nov  1 06:00:02 2026"):
+def ibnetdiscover(switches: dict[str, list[tuple[int, str, str]]], uplinks=None, when="Thu Oct  1 06:00:02 2026"):
     """`ibnetdiscover` text: switches {name: [(port, host, hca)]}, uplinks {leaf: [(port, spine, spine_port)]}."""
     uplinks = uplinks or {}
     sw_guid = {name: guid(1, i + 1) for i, name in enumerate(sorted(set(switches) | {s for v in uplinks.values() for _, s, _ in v}))}
@@ -148,7 +148,7 @@ def failed_app(c, h, i, nnodes, gpus, t_fault, peer, status=12, dev=3, before=()
 def topo_link_ib():
     nodes = nodes_of(4)
     c = Case("topo-link-ib",
-             ctx("83011", "FAILED", "2026-11-12T09:00:00Z", "2026-11-12T09:42:10Z", nodes, "H100",
+             ctx("83011", "FAILED", "2026-10-19T09:00:00Z", "2026-10-19T09:42:10Z", nodes, "H100",
                  cluster="ib-ndr-dfw1"),
              exp("attributed", "network.fabric", ["gpu-003"], ["ib_link_down"],
                  why="gpu-003's rail-6 HCA (mlx5_10) lost its link: NCCL's async port error on the host and "
@@ -156,7 +156,7 @@ def topo_link_ib():
                      "peers' retry-exceeded errors follow."))
     c.expected["fault_domain"] = fd("link", "ib-leaf-07", ["gpu-003"],
                                     [("gpu-003", "mlx5_10", "ib-leaf-07", "5")])
-    T0 = t_("2026-11-12T09:31:44.210000Z")
+    T0 = t_("2026-10-19T09:31:44.210000Z")
     sw = rails(nodes + ["gpu-005", "gpu-006"], 1)
     text, sw_guid, _ = ibnetdiscover(sw)
     c.add("topology/ibnetdiscover.txt", text)
@@ -186,14 +186,14 @@ def topo_link_ib():
 def topo_link_roce():
     nodes = nodes_of(4)
     c = Case("topo-link-roce",
-             ctx("83102", "FAILED", "2026-11-13T02:00:00Z", "2026-11-13T02:35:30Z", nodes, "H100",
+             ctx("83102", "FAILED", "2026-10-20T02:00:00Z", "2026-10-20T02:35:30Z", nodes, "H100",
                  cluster="roce-sjc2"),
              exp("attributed", "network.fabric", ["gpu-002"], ["ib_link_down"],
                  why="gpu-002's RoCE port ens1f1np1 went down; its LLDP neighbour is roce-leaf-02 swp3, whose "
                      "switchd took the same port down in the same second; the other nodes only see retries."))
     c.expected["fault_domain"] = fd("link", "roce-leaf-02", ["gpu-002"],
                                     [("gpu-002", "ens1f1np1", "roce-leaf-02", "swp3")])
-    T0 = t_("2026-11-13T02:24:05.730000Z")
+    T0 = t_("2026-10-20T02:24:05.730000Z")
     for i, h in enumerate(nodes):
         c.add(f"topology/lldp/{h}.json", lldp({"ens1f0np0": ("roce-leaf-01", f"swp{1 + 2 * i}"),
                                                "ens1f1np1": ("roce-leaf-02", f"swp{1 + 2 * i}")}).splitlines())
@@ -218,7 +218,7 @@ def topo_link_roce():
 def topo_link_switch_side_only():
     nodes = nodes_of(4)
     c = Case("topo-link-switch-side-only",
-             ctx("83240", "FAILED", "2026-11-14T11:00:00Z", "2026-11-14T11:29:12Z", nodes, "H100",
+             ctx("83240", "FAILED", "2026-10-21T11:00:00Z", "2026-10-21T11:29:12Z", nodes, "H100",
                  cluster="ib-ndr-ord3"),
              exp("attributed", "network.fabric", ["gpu-002"], ["ib_link_down"],
                  why="Only UFM saw it: event 329 `Link went down` between ib-leaf-02 port 3 and gpu-002's HCA "
@@ -226,7 +226,7 @@ def topo_link_switch_side_only():
                      "nothing, the peers' NCCL retries follow."))
     c.expected["fault_domain"] = fd("link", "ib-leaf-02", ["gpu-002"],
                                     [("gpu-002", "mlx5_3", "ib-leaf-02", "3")])
-    T0 = t_("2026-11-14T11:18:31.455000Z")
+    T0 = t_("2026-10-21T11:18:31.455000Z")
     sw = rails(nodes, 1)
     text, sw_guid, ports = ibnetdiscover(sw)
     c.add("topology/ibnetdiscover.txt", text)
@@ -249,7 +249,7 @@ def topo_link_switch_side_only():
 def topo_leaf():
     nodes = nodes_of(4)
     c = Case("topo-leaf",
-             ctx("83377", "FAILED", "2026-11-15T18:00:00Z", "2026-11-15T18:24:51Z", nodes, "H100",
+             ctx("83377", "FAILED", "2026-10-22T18:00:00Z", "2026-10-22T18:24:51Z", nodes, "H100",
                  cluster="ib-ndr-dfw2"),
              exp("attributed", "network.fabric", [], ["ib_link_down"],
                  why="Rail 6 (mlx5_10) went down on all four nodes in the same second, and every job cable on "
@@ -257,7 +257,7 @@ def topo_leaf():
                      "node or a cable."))
     c.expected["fault_domain"] = fd("leaf", "ib-leaf-07", nodes,
                                     [(h, "mlx5_10", "ib-leaf-07", str(1 + 2 * i)) for i, h in enumerate(nodes)])
-    T0 = t_("2026-11-15T18:13:09.120000Z")
+    T0 = t_("2026-10-22T18:13:09.120000Z")
     sw = rails(nodes, 1)
     text, sw_guid, _ = ibnetdiscover(sw)
     c.add("topology/ibnetdiscover.txt", text)
@@ -280,16 +280,16 @@ def topo_leaf():
 def topo_spine():
     nodes = nodes_of(8)
     c = Case("topo-spine",
-             ctx("83415", "FAILED", "2026-11-16T06:00:00Z", "2026-11-16T06:31:02Z", nodes, "H100",
+             ctx("83415", "FAILED", "2026-10-23T06:00:00Z", "2026-10-23T06:31:02Z", nodes, "H100",
                  cluster="ib-hdr-lab4"),
              exp("attributed", "network.fabric", [], ["ib_completion_error"],
                  why="No host port went down: every node's NCCL traffic to the other leaf's nodes hit "
                      "retry-exceeded at once, while OpenSM and UFM report the uplinks of ib-leaf-07 and ib-leaf-08 "
                      "to ib-spine-02 down: the spine above both leaves."))
     c.expected["fault_domain"] = fd("spine", "ib-spine-02", nodes)
-    T0 = t_("2026-11-16T06:20:47.800000Z")
+    T0 = t_("2026-10-23T06:20:47.800000Z")
     c.add("topology/topology.conf", [
-        "# generated by slurmibtopology.sh from ibnetdiscover, 2026-11-01",
+        "# generated by slurmibtopology.sh from ibnetdiscover, 2026-10-01",
         "SwitchName=ib-leaf-07 Nodes=gpu-[001-004]",
         "SwitchName=ib-leaf-08 Nodes=gpu-[005-008]",
         "SwitchName=ib-spine-02 Switches=ib-leaf-[07-08]",
@@ -325,14 +325,14 @@ def topo_nvlink_domain():
     nodes = nodes_of(4)
     domain = "50000000-0000-0000-0000-000000000005.4000000004"
     c = Case("topo-nvlink-domain",
-             ctx("83520", "FAILED", "2026-11-17T13:00:00Z", "2026-11-17T13:26:40Z", nodes, "GB200",
+             ctx("83520", "FAILED", "2026-10-26T13:00:00Z", "2026-10-26T13:26:40Z", nodes, "GB200",
                  cluster="gb200-nvl72-west"),
              exp("attributed", "gpu.nvlink", ["gpu-001", "gpu-002", "gpu-003"], ["xid"],
                  why="Fatal XID 149 NETIR_LINK_EVT on three trays of one NVL72 rack within a second, and the "
                      "rack's Fabric Manager reports a GPU NVL fatal error: the NVLink domain, not one GPU."))
     c.expected["fault_domain"] = fd("nvlink_domain", domain, ["gpu-001", "gpu-002", "gpu-003"],
                                     [(h, "link 5", None, None) for h in ("gpu-001", "gpu-002", "gpu-003")])
-    T0 = t_("2026-11-17T13:15:02.311000Z")
+    T0 = t_("2026-10-26T13:15:02.311000Z")
     items = []
     for i, h in enumerate(nodes + ["gpu-005"]):
         labels = {"kubernetes.io/hostname": h,
@@ -377,13 +377,13 @@ def topo_nvlink_domain():
 def topo_non_network_fault():
     nodes = nodes_of(4)
     c = Case("topo-non-network-fault",
-             ctx("83611", "FAILED", "2026-11-18T20:00:00Z", "2026-11-18T20:33:45Z", nodes, "H100",
+             ctx("83611", "FAILED", "2026-10-27T20:00:00Z", "2026-10-27T20:33:45Z", nodes, "H100",
                  cluster="ib-ndr-dfw3"),
              exp("attributed", "gpu.lost", ["gpu-002"], ["xid"],
                  why="XID 79 on gpu-002 GPU 4: a GPU fault, not a network one, so no fault domain although the "
                      "topology is known; UFM's link-down for gpu-007 (not in this job) is context only."))
     c.expected["fault_domain"] = None
-    T0 = t_("2026-11-18T20:21:17.905000Z")
+    T0 = t_("2026-10-27T20:21:17.905000Z")
     sw = rails(nodes_of(8), 1)
     text, sw_guid, ports = ibnetdiscover(sw)
     c.add("topology/ibnetdiscover.txt", text)
