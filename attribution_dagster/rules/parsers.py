@@ -57,7 +57,10 @@ Attrs by kind (full list with examples: docs/parsers.md):
   cuda_oom: tried, total (gpu field from "GPU N has a total capacity").
 - ib_completion_error: status, status_name, vendor_err, opcode, direction, peer_port, host.
   ib_link_down / ib_link_up: driver (logs) or origin=metric, state, previous_state, delta;
-  reason=cable_unplugged. nic_fatal: what / module, status, detail. pcie_aer: severity
+  reason=cable_unplugged; from a switch-side line (OpenSM, UFM, Cumulus, SONiC): side=switch,
+  origin, switch, switch_guid, switch_port, peer_switch*, host, host_port, host_guid (the
+  engine adds the cable's switch / switch_port / host_port once the topology maps it).
+  nic_fatal: what / module, status, detail. pcie_aer: severity
   (corrected, nonfatal, fatal), source_device, type. nccl_abort: what. nccl_warn: message.
 - collective_timeout: rank, global_rank, pg, seq, op, timeout_ms, ran_ms. watchdog_failure:
   rank, global_rank, seq, failure_detected / thread_terminated / process_down.
