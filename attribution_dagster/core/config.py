@@ -47,6 +47,8 @@ Example ``attribution.yaml``::
       window: daily                     # or hourly
       start: "2026-09-01"
       workers: 2                        # processes per window run
+    topology_refresh:                   # the per-cluster topology assets (docs/topology.md)
+      cron: "0 5 * * *"                 # daily (UTC)
 
 Environment variables:
 
@@ -165,6 +167,15 @@ class FleetConfig(BaseModel):
         return p if p.is_absolute() else (Path(base_dir) / p).resolve()
 
 
+class TopologyRefreshConfig(BaseModel):
+    """When the per-cluster `topology` assets are re-read (docs/topology.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cron: str = Field(default="0 5 * * *", description="refresh schedule (UTC); default daily")
+    enabled: bool = Field(default=True, description="start topology_refresh_schedule running")
+
+
 class BackendBlock(BaseModel):
     """One `{kind: ..., ...}` block of a cluster (`scheduler`, an entry of `logs` or of
     `metrics`) as attribution.yaml writes it: `kind`, the optional `name`, and the
@@ -274,6 +285,7 @@ class AttributionConfig(BaseModel):
     analysis: AnalysisConfig = AnalysisConfig()
     retry: RetryConfig = RetryConfig()
     fleet: FleetConfig = FleetConfig()
+    topology_refresh: TopologyRefreshConfig = TopologyRefreshConfig()
     max_partitions_per_run: int = Field(default=100, ge=1, le=10_000)
     base_dir: str = Field(
         default=".", description="relative paths (case_root, default SQLite file) resolve here"

@@ -323,3 +323,77 @@ def test_prometheus_text_files_and_http_api_give_the_same_samples(
         return sorted((o.kind, o.node, o.time, o.code) for o in got)
 
     assert obs(file_samples) == obs(samples) and obs(samples)  # an XID 79 on gpu-b
+
+
+# --------------------------------------------------------------------------- topology
+
+
+def test_every_topology_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any) -> None:
+    """The same fabric read from topology.conf, topology.yaml and nodes.json (kind files),
+    from `scontrol show topology` (kind slurm_scontrol, through the Slurm connector's runner
+    with Slurm 22.05's recorded output) and from the node labels on the Kubernetes API
+    (kind kubernetes_labels, recorded NodeList shape on the fake API): one model."""
+    from fake_k8s import FakeKubeAPI
+
+    from attribution_dagster.connectors import TOPOLOGY_KINDS
+    from attribution_dagster.connectors.slurm.sacct import RunResult
+    from attribution_dagster.connectors.topology.files import TopologyFilesConfig
+    from attribution_dagster.connectors.topology.live import (
+        KubeLabelsTopologyConfig,
+        ScontrolTopologyConfig,
+        ScontrolTopologySource,
+    )
+    from attribution_dagster.connectors.topology.source import TopologySource
+
+    rec = cf.recorded_topology()
+    forms = {"topology.conf": rec.topology_conf, "topology.yaml": rec.topology_yaml}
+    forms["nodes.json"] = __import__("json").dumps(rec.nodes)
+    sources: dict[str, TopologySource] = {}
+    for name, text in forms.items():
+        d = tmp_path / name.replace(".", "_")
+        d.mkdir()
+        (d / name).write_text(text)
+        sources[f"files:{name}"] = TopologyFilesConfig(paths=[str(d)]).client("c")
+    sources["slurm_scontrol"] = ScontrolTopologySource(
+        ScontrolTopologyConfig(), "c", runner=lambda *a: RunResult(0, rec.scontrol, "")
+    )
+    api = FakeKubeAPI(fake_http)
+    api.objects.extend(rec.nodes["items"])
+    sources["kubernetes_labels"] = KubeLabelsTopologyConfig(api_url=api.url).client("c")
+    # every registered topology kind is one of the sources run here
+    least: dict[str, dict[str, Any]] = {"files": {"paths": ["/x"]}}
+    registered = {
+        type(
+            config_model("topology", k).model_validate({"kind": k, **least.get(k, {})}).client("c")
+        )
+        for k in TOPOLOGY_KINDS
+    }
+    assert {t.__name__ for t in registered} <= {type(s).__name__ for s in sources.values()}
+    problems: list[str] = []
+    answers = {}
+    for name, src in sources.items():
+        assert isinstance(src, TopologySource)
+        snaps = src.snapshots()
+        problems += cf.check_topology(name, snaps)
+        answers[name] = snaps.snapshot_at(None)
+    problems += cf.compare_topologies(answers)
+    cf.assert_conforms(problems)
+    assert answers["kubernetes_labels"].leaf("gpu-c") == "leaf-2"
+
+
+def test_a_wrong_topology_is_caught() -> None:
+    """The checks can fail: a source that puts a node under another leaf, or names a
+    switch it does not describe, is reported."""
+    from attribution_dagster.core.formats.topology import read_topology_conf
+    from attribution_dagster.core.topology import Topology, TopologySnapshots
+
+    rec = cf.recorded_topology()
+    good = read_topology_conf(rec.topology_conf)
+    bad = read_topology_conf(rec.topology_conf.replace("Nodes=gpu-c", "Nodes=gpu-c2"))
+    bad.leaf_of["gpu-c"] = "leaf-9"
+    problems = cf.compare_topologies({"good": good, "bad": bad})
+    assert any("gpu-c under ('leaf-9'" in p for p in problems)
+    undated = TopologySnapshots(snapshots=[Topology(leaf_of={"gpu-a": "x"})])
+    got = cf.check_topology("undated", undated)
+    assert any("not an aware time" in p for p in got) and any("names no source" in p for p in got)
+    assert any("switch x is not in switches" in p for p in got)

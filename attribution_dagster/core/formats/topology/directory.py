@@ -2,7 +2,8 @@
 
 Every form present is read and merged into one Topology (Topology.merged: a fact read from
 an earlier form wins; the order below puts the cabling first). `taken_at` is the
-ibnetdiscover header's time when it has one, else the newest file's mtime. A file that
+ibnetdiscover header's time when a file has one (a copied file's mtime says when it was
+copied, a header when the fabric was read), else the newest file's mtime. A file that
 cannot be read is an error in Topology.errors, never an exception.
 """
 
@@ -37,8 +38,16 @@ _STAMP = re.compile(
 
 
 def read_topology_file(path: Path, source: str | None = None) -> Topology:
-    """One topology file by its name (FILE_READERS, or `lldp/<node>.json`)."""
-    source = source or path.name
+    """One topology file by its name (FILE_READERS, or `lldp/<node>.json`), dated by its
+    header, else its mtime."""
+    topo = _read(path, source or path.name)
+    if topo.taken_at is None:
+        topo.taken_at = _mtime(path)
+    return topo
+
+
+def _read(path: Path, source: str) -> Topology:
+    """The file's topology, `taken_at` only from a header in it."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             return Topology(sources=[source], errors=[f"{source}: larger than {MAX_FILE_BYTES}"])
@@ -46,14 +55,10 @@ def read_topology_file(path: Path, source: str | None = None) -> Topology:
     except OSError as exc:
         return Topology(sources=[source], errors=[f"{source}: cannot read: {exc.strerror or exc}"])
     if path.parent.name == "lldp" and path.suffix == ".json":
-        topo = read_lldp_json(text, path.stem, source)
-    elif path.name in FILE_READERS:
-        topo = FILE_READERS[path.name](text, source)
-    else:
-        return Topology(sources=[source], errors=[f"{source}: not a known topology file"])
-    if topo.taken_at is None:
-        topo.taken_at = _mtime(path)
-    return topo
+        return read_lldp_json(text, path.stem, source)
+    if path.name in FILE_READERS:
+        return FILE_READERS[path.name](text, source)
+    return Topology(sources=[source], errors=[f"{source}: not a known topology file"])
 
 
 def topology_files(path: Path) -> list[Path]:
@@ -76,9 +81,17 @@ def read_topology_dir(path: str | Path, *, label: str | None = None) -> Topology
         return None
     prefix = f"{label}/" if label else ""
     merged: Topology | None = None
+    headers, mtimes = [], []
     for f in files:
-        topo = read_topology_file(f, prefix + str(f.relative_to(path)))
+        topo = _read(f, prefix + str(f.relative_to(path)))
+        if topo.taken_at is not None:
+            headers.append(topo.taken_at)
+        elif (m := _mtime(f)) is not None:
+            mtimes.append(m)
         merged = topo if merged is None else merged.merged(topo)
+    assert merged is not None
+    times = headers or mtimes
+    merged.taken_at = max(times) if times else None
     return merged
 
 
