@@ -16,6 +16,11 @@ cost almost nothing. A file read from a node log tree outside the case (`files` 
 a `.prom` file goes to its own line of the same file; samples from Prometheus go to
 `metrics/exported.prom`.
 
+Topology (issue 23): the files of the topology the job was read against (a case's
+`topology/`, a files source's snapshot) are copied whole to `topology/`, so switch-side lines
+map to the same job nodes and the same fault domain is found; a topology read live (`scontrol
+show topology`, node labels from the API) has no file and is not written.
+
 Times: an untimed kept line took its time from the nearest earlier timed line of its file
 (and its latest possible time from the next one). When that line was not kept, the export
 writes in its place a line holding only that time (`<ISO time> -- (attribution export:
@@ -137,7 +142,9 @@ class ExportSummary:
 
     @property
     def lines(self) -> int:
-        return sum(f.kept for f in self.files if not f.path.startswith(("metrics/", "dumps/")))
+        return sum(
+            f.kept for f in self.files if not f.path.startswith(("metrics/", "dumps/", "topology/"))
+        )
 
 
 class _File:
@@ -388,7 +395,17 @@ def _write_topology(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> list[
         data = src.read_bytes()
         (out / dest).parent.mkdir(parents=True, exist_ok=True)
         (out / dest).write_bytes(data)
-        written.append(WrittenFile(path=str(dest), kept=data.count(b"\n"), bytes=len(data)))
+        lines = data.decode("utf-8", "replace").splitlines()
+        blank = sum(1 for ln in lines if not ln)
+        written.append(
+            WrittenFile(
+                path=str(dest),
+                kept=len(lines) - blank,
+                empty=blank,
+                last_line=len(lines),
+                bytes=len(data),
+            )
+        )
     return written
 
 
