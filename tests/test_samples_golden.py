@@ -119,12 +119,16 @@ def test_fault_domain_matches_expected(name: str) -> None:
     assert (got.level, got.name) == (want["level"], want["name"])
     assert set(got.nodes) == set(want["nodes"])
     ports = {(p.node, p.host_port, p.switch, p.switch_port) for p in got.ports}
-    assert ports == {(p["node"], p["host_port"], p["switch"], p["switch_port"]) for p in want["ports"]}
+    keys = ("node", "host_port", "switch", "switch_port")
+    assert ports == {tuple(p[k] for k in keys) for p in want["ports"]}
 
 
 def test_every_fault_domain_level_has_a_sample() -> None:
-    levels = {(_expected(n)["fault_domain"] or {}).get("level") for n in CASES
-              if "fault_domain" in _expected(n)}
+    levels = {
+        (_expected(n)["fault_domain"] or {}).get("level")
+        for n in CASES
+        if "fault_domain" in _expected(n)
+    }
     assert levels == {"link", "leaf", "spine", "nvlink_domain", None}
 
 

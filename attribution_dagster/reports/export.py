@@ -391,7 +391,8 @@ def _write_topology(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> list[
         src = next((p for p in candidates if p.is_file()), None)
         if src is None:
             continue
-        dest = PurePosixPath("topology", *(("lldp",) if src.parent.name == "lldp" else ()), src.name)
+        sub = ("lldp",) if src.parent.name == "lldp" else ()
+        dest = PurePosixPath("topology", *sub, src.name)
         data = src.read_bytes()
         (out / dest).parent.mkdir(parents=True, exist_ok=True)
         (out / dest).write_bytes(data)

@@ -96,8 +96,16 @@ def _host_end(desc: str, guid: str | None, port: str | None, attrs: dict) -> str
 @decoder(
     "link_ends",
     attrs=[
-        "switch", "switch_guid", "switch_port", "peer_switch", "peer_switch_guid",
-        "peer_switch_port", "host", "host_port", "host_guid", "host_port_num",
+        "switch",
+        "switch_guid",
+        "switch_port",
+        "peer_switch",
+        "peer_switch_guid",
+        "peer_switch_port",
+        "host",
+        "host_port",
+        "host_guid",
+        "host_port_num",
     ],
 )
 def decode_link_ends(groups: dict[str, str | None], text: str, draft: Draft) -> bool:

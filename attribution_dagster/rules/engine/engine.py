@@ -140,9 +140,7 @@ class RuleEngine:
 
         last = progress.last_progress(observations, ctx)
         roots = self._rank(ctx, kept, causes, symptoms, last, settings, notes)
-        result, top = self._decide(
-            ctx, roots, symptoms, last, coverage, notes, base, pointed, hang
-        )
+        result, top = self._decide(ctx, roots, symptoms, last, coverage, notes, base, pointed, hang)
         if top is None or where.topology is None:
             return result
         fd_notes: list[str] = []
@@ -151,9 +149,7 @@ class RuleEngine:
         )
         if fd is None:
             return result
-        return result.model_copy(
-            update={"fault_domain": fd, "notes": [*fd_notes, *result.notes]}
-        )
+        return result.model_copy(update={"fault_domain": fd, "notes": [*fd_notes, *result.notes]})
 
     def _rank(
         self,

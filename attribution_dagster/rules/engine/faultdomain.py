@@ -169,7 +169,9 @@ def _network(
             by_switch[leaf].append(node)
         for c in found:
             ports[c.switch].append(
-                FaultPort(node=node, host_port=c.host_port, switch=c.switch, switch_port=c.switch_port)
+                FaultPort(
+                    node=node, host_port=c.host_port, switch=c.switch, switch_port=c.switch_port
+                )
             )
             if node not in by_switch[c.switch]:
                 by_switch[c.switch].append(node)
@@ -263,11 +265,14 @@ def _nvlink(
     if len(nodes) < spec.nvlink_domain.min_nodes:
         return None
     origins = set(spec.nvlink_domain.evidence_origins)
-    members = {n for n, d in ((n, domains.get(t)) for n, t in cables.topo_name.items()) if d == name}
+    members = {
+        n for n, d in ((n, domains.get(t)) for n, t in cables.topo_name.items()) if d == name
+    }
     fm = [
         o
         for o in observations
-        if o.attrs.get("origin") in origins and (o.node in members or o.node not in cables.topo_name)
+        if o.attrs.get("origin") in origins
+        and (o.node in members or o.node not in cables.topo_name)
     ]
     if not fm:
         return None

@@ -490,7 +490,8 @@ class NvlinkDomainSpec(BaseModel):
 
 
 class FaultDomainSpec(BaseModel):
-    """rules.yaml `fault_domains:` (applied by engine/faultdomain.py): which categories are placed, and each level's threshold."""
+    """rules.yaml `fault_domains:` (applied by engine/faultdomain.py): which categories are
+    placed, and each level's threshold."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     categories: dict[str, Literal["network", "nvlink"]] = Field(
@@ -554,4 +555,5 @@ def load_rulebook(path: Path) -> tuple[Rulebook, bytes]:
             raise RulebookError(f"{path}: rule '{rule.id}' field 'id': duplicate rule id")
         seen.add(rule.id)
         rules.append(rule)
-    return Rulebook(version=data["version"], engine=tuning, fault_domains=domains, rules=rules), blob
+    book = Rulebook(version=data["version"], engine=tuning, fault_domains=domains, rules=rules)
+    return book, blob
