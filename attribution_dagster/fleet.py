@@ -141,7 +141,9 @@ def record_window(
         elif dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as dialect_insert
         else:  # pragma: no cover - other databases: delete + insert
-            conn.execute(t.delete().where((t.c.cluster == cluster) & (t.c.window_key == key)))
+            conn.execute(
+                t.delete().where((t.c.cluster == cluster) & (t.c.window_key == key))
+            )
             conn.execute(t.insert().values(jobs=0, attributed=0, failed_jobs=0, **row))
             return
         stmt = dialect_insert(t).values({"jobs": 0, "attributed": 0, "failed_jobs": 0, **row})
@@ -180,7 +182,9 @@ def list_window(
         for c in contexts
     ]
     sink.write_jobs(contexts, key)
-    record_window(sink, cluster.name, key, granularity, "listed", jobs=len(contexts), error=None)
+    record_window(
+        sink, cluster.name, key, granularity, "listed", jobs=len(contexts), error=None
+    )
     return len(contexts)
 
 

@@ -36,6 +36,7 @@ from attribution_dagster.core.evidence import (
 )
 from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dumps
 from attribution_dagster.core.formats.topology import read_topology_dir
+from attribution_dagster.core.hosts import NodeIndex
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
@@ -172,11 +173,17 @@ def collect_topology(
     when it has one (`case`, else the context's `case_dir`), else the cluster's topology
     sources, each at the job's start (the snapshot in force when it ran), merged in
     configured order. Each source read is one `topology:<name>` entry in `coverage`; a
-    source that fails is a `failed` entry and the others still count. None: no topology."""
+    source that fails is a `failed` entry and the others still count. None: no topology.
+
+    Only the job's nodes are kept (with every switch: Topology.for_nodes), resolved as the
+    parsers resolve host names (core.hosts.NodeIndex: `gpu-a01.cluster` is `gpu-a01`)."""
     case = case if case is not None else ctx.case_dir
     coverage = coverage if coverage is not None else []
+    index = NodeIndex.of(ctx)
     if case is not None and (Path(case) / "topology").is_dir():
         topo = read_topology_dir(Path(case) / "topology", label="topology")
+        if topo is not None:
+            topo = topo.for_nodes(lambda n: index.resolve(n) is not None)
         coverage.append(
             _topology_coverage("topology:files", topo)
             if topo is not None
@@ -196,8 +203,10 @@ def collect_topology(
 def topology_at(
     cluster_topology: ClusterTopology, ctx: ExecutionContext, coverage: list[SourceCoverage]
 ) -> Topology | None:
-    """The cluster's topology at the job's start, one coverage entry per source."""
+    """The cluster's topology at the job's start (the job's nodes only), one coverage entry
+    per source."""
     merged: Topology | None = None
+    index = NodeIndex.of(ctx)
     for src in cluster_topology.sources:
         name = f"topology:{src.source}"
         if src.error is not None:
@@ -208,6 +217,8 @@ def topology_at(
             )
             continue
         snap = src.snapshots.snapshot_at(ctx.start)
+        if snap is not None:
+            snap = snap.for_nodes(lambda n: index.resolve(n) is not None)
         cov = _topology_coverage(name, snap)
         cov.errors = [*src.snapshots.errors, *cov.errors]
         if cov.errors and cov.status == "ok":

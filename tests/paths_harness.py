@@ -57,7 +57,6 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
 HELDOUT = REPO / "tests" / "heldout"  # tests/heldout/real-threads/* are found too (nested)
 
-
 def code_location(target: Any) -> Any:
     """The Definitions Dagster loads from the workspace's attribute: a `@definitions`
     function is called (as Dagster's loader does), a Definitions object taken as is."""
@@ -197,7 +196,9 @@ def as_exported(result: dict[str, Any]) -> dict[str, Any]:
     from attribution_dagster.reports.export import DAMAGE_NOTE, NOT_REPRODUCED
 
     r = dict(result)
-    r["coverage"] = [{k: v for k, v in c.items() if k not in NOT_REPRODUCED} for c in r["coverage"]]
+    r["coverage"] = [
+        {k: v for k, v in c.items() if k not in NOT_REPRODUCED} for c in r["coverage"]
+    ]
     r["notes"] = [n for n in r.get("notes", []) if not DAMAGE_NOTE.match(n)]
     return r
 
@@ -291,11 +292,8 @@ class Env:
                 "report_schedule": False,
             },
             "clusters": {
-                name: {
-                    "scheduler": {"kind": "static", "path": str(self.clusters_dir / name)},
-                    "sensor": True,
-                    **self.extra.get(name, {}),
-                }
+                name: {"scheduler": {"kind": "static", "path": str(self.clusters_dir / name)},
+                       "sensor": True, **self.extra.get(name, {})}
                 for name in sorted({c.cluster for c in self.cases})
             },
         }
@@ -391,9 +389,8 @@ def path_run_dagster(env: Env, cases: list[Case]) -> dict[str, Any]:
     url = env.db("run_dagster")
     with env.environ():
         for root in _roots(cases):
-            code, _, stderr = _cli(
-                "run", str(root), "--db", url, "--instance", str(env.dagster_home)
-            )
+            code, _, stderr = _cli("run", str(root), "--db", url,
+                                   "--instance", str(env.dagster_home))
             assert code == 0, f"run {root}: exit {code}: {stderr[-500:]}"
     return _wanted(env, cases, env.results(url))
 
@@ -460,26 +457,10 @@ def path_run_oop(env: Env, cases: list[Case], per_run: int = 100) -> dict[str, A
                 tags = {"dagster/partition": chunk[0]}
             module, attribute = workspace_entry()
             proc = subprocess.run(
-                [
-                    str(Path(sys.executable).parent / "dagster"),
-                    "job",
-                    "execute",
-                    "-m",
-                    module,
-                    "-a",
-                    attribute,
-                    "-d",
-                    str(REPO),
-                    "-j",
-                    "attribute_job",
-                    "--tags",
-                    json.dumps(tags),
-                ],
-                cwd=REPO,
-                env=dict(os.environ),
-                capture_output=True,
-                text=True,
-                timeout=600,
+                [str(Path(sys.executable).parent / "dagster"), "job", "execute",
+                 "-m", module, "-a", attribute, "-d", str(REPO),
+                 "-j", "attribute_job", "--tags", json.dumps(tags)],
+                cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=600,
             )
             if proc.returncode != 0:  # a batch isolates its failed jobs: they have no result
                 why = [ln for ln in proc.stderr.splitlines() if "Failure:" in ln]
@@ -517,11 +498,8 @@ def path_sensor(env: Env, cases: list[Case]) -> dict[str, Any]:
 
             for r in requests:
                 job.execute_in_process(
-                    instance=inst,
-                    partition_key=r.partition_key,
-                    tags=r.tags,
-                    run_config=QUIET_RUN_CONFIG,
-                    raise_on_error=False,
+                    instance=inst, partition_key=r.partition_key, tags=r.tags,
+                    run_config=QUIET_RUN_CONFIG, raise_on_error=False,
                 )
         finally:
             inst.dispose()
@@ -564,11 +542,8 @@ def path_scheduler_sensor(env: Env, cases: list[Case]) -> dict[str, Any]:
             )
             for r in requests:
                 job.execute_in_process(
-                    instance=inst,
-                    partition_key=r.partition_key,
-                    tags=r.tags,
-                    run_config=QUIET_RUN_CONFIG,
-                    raise_on_error=False,
+                    instance=inst, partition_key=r.partition_key, tags=r.tags,
+                    run_config=QUIET_RUN_CONFIG, raise_on_error=False,
                 )
         finally:
             inst.dispose()
@@ -614,15 +589,10 @@ def path_window(env: Env, cases: list[Case]) -> dict[str, Any]:
                 for first, last in _spans(days):
                     start, end = f"{cluster}|{first}", f"{cluster}|{last}"
                     res = materialize(
-                        assets,
-                        instance=inst,
-                        resources=defs.resources,
-                        tags={
-                            ASSET_PARTITION_RANGE_START_TAG: start,
-                            ASSET_PARTITION_RANGE_END_TAG: end,
-                        },
-                        run_config=QUIET_RUN_CONFIG,
-                        raise_on_error=False,
+                        assets, instance=inst, resources=defs.resources,
+                        tags={ASSET_PARTITION_RANGE_START_TAG: start,
+                              ASSET_PARTITION_RANGE_END_TAG: end},
+                        run_config=QUIET_RUN_CONFIG, raise_on_error=False,
                     )
                     if not res.success:
                         msgs = [e.message for e in res.all_events if e.is_failure][:2]
@@ -638,23 +608,13 @@ def _backfill(env: Env, cases: list[Case], name: str, extra: list[str]) -> dict[
         for cluster, days in _cluster_days(cases).items():
             for first, last in _spans(days):
                 code, _, stderr = _cli(
-                    "backfill",
-                    cluster,
-                    "--since",
-                    first.isoformat(),
-                    "--until",
-                    (last + timedelta(days=1)).isoformat(),
-                    "--config",
-                    str(env.config_path),
-                    "--db",
-                    url,
-                    *extra,
+                    "backfill", cluster, "--since", first.isoformat(),
+                    "--until", (last + timedelta(days=1)).isoformat(),
+                    "--config", str(env.config_path), "--db", url, *extra,
                 )
                 if code != 0:  # the cluster's cases get no result: reported per case
-                    print(
-                        f"{name} {cluster} {first}..{last}: exit {code}: {stderr[-300:]}",
-                        file=sys.stderr,
-                    )
+                    print(f"{name} {cluster} {first}..{last}: exit {code}: {stderr[-300:]}",
+                          file=sys.stderr)
     return _wanted(env, cases, env.results(url))
 
 
@@ -672,10 +632,7 @@ def path_export(env: Env, cases: list[Case]) -> dict[str, Any]:
         for c in cases:
             target = env.tmp / "exported" / c.flat
             code, _, stderr = _cli(
-                "--config",
-                str(env.config_path),
-                "export",
-                f"{c.cluster}/{c.ctx.job_id}",
+                "--config", str(env.config_path), "export", f"{c.cluster}/{c.ctx.job_id}",
                 str(target),
             )
             assert code == 0, f"export {c.name}: exit {code}: {stderr[-500:]}"
@@ -725,11 +682,8 @@ def main(argv: list[str] | None = None) -> int:
             s = sum(1 for c in cases if c.name.startswith("samples/") and c.name not in diffs)
             h = sum(1 for c in cases if not c.name.startswith("samples/") and c.name not in diffs)
             ns = sum(1 for c in cases if c.name.startswith("samples/"))
-            print(
-                f"{name}: samples {s}/{ns}, held-out {h}/{len(cases) - ns}, "
-                f"{time.perf_counter() - t0:.1f} s",
-                flush=True,
-            )
+            print(f"{name}: samples {s}/{ns}, held-out {h}/{len(cases) - ns}, "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
             print(report(name, diffs, len(cases), cases=40), flush=True)
     return 0
 

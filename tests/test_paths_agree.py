@@ -58,7 +58,9 @@ def reference(env):
 def test_every_case_is_compared(env):
     names = {c.name for c in env.cases}
     samples = {p.parent.name for p in h.SAMPLES.glob("*/context.json")}
-    heldout = {p.parent.relative_to(h.HELDOUT).as_posix() for p in h.HELDOUT.rglob("context.json")}
+    heldout = {
+        p.parent.relative_to(h.HELDOUT).as_posix() for p in h.HELDOUT.rglob("context.json")
+    }
     assert names == {f"samples/{n}" for n in samples} | {f"tests/heldout/{n}" for n in heldout}
     assert len(samples) >= 30 and len(heldout) >= 140
 
@@ -119,17 +121,8 @@ def test_a_case_with_one_kind_of_evidence_takes_the_other_from_its_cluster(tmp_p
     shutil.copytree(src / "metrics", case / "metrics")
     shutil.copytree(src / "logs", tmp_path / "logroot")
     cases = h.discover([tmp_path / "cases"])
-    env = h.Env(
-        tmp_path / "env",
-        cases,
-        extra={
-            cases[0].cluster: {
-                "logs": [
-                    {"kind": "files", "root": str(tmp_path / "logroot"), "paths": ["{node}/*"]}
-                ]
-            }
-        },
-    )
+    env = h.Env(tmp_path / "env", cases, extra={cases[0].cluster: {"logs": [
+        {"kind": "files", "root": str(tmp_path / "logroot"), "paths": ["{node}/*"]}]}})
     reference = h.path_analyze(env, cases)
     result = reference[cases[0].name]
     assert "files:metrics" in {c["source"] for c in result["coverage"]}

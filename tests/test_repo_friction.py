@@ -15,15 +15,10 @@ UI = ROOT / "scripts" / "ui.sh"
 
 
 def _ui_port(port: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PORT": port,
-        "UI_DRY_RUN": "1",
-        "VENV_BIN": str(Path(sys.executable).parent),
-    }
-    return subprocess.run(
-        ["bash", str(UI)], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    env = {**os.environ, "PORT": port, "UI_DRY_RUN": "1",
+           "VENV_BIN": str(Path(sys.executable).parent)}
+    return subprocess.run(["bash", str(UI)], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
 
 
 def test_ui_uses_port_and_moves_off_a_taken_one():
@@ -54,9 +49,8 @@ _FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 
 
 def _markdown_files() -> list[Path]:
-    out = subprocess.run(
-        ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    out = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True,
+                         text=True, check=False)
     if out.returncode == 0 and out.stdout.strip():
         return [ROOT / p for p in out.stdout.split()]
     skip = {".venv", ".git", "node_modules", ".dagster", ".attribution"}

@@ -114,10 +114,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
             cluster, window = split_key(partitions, key)
             try:
                 listed[key] = fleet.list_window(
-                    s,
-                    _cluster(clusters, cluster),
-                    window,
-                    granularity,  # type: ignore[arg-type]
+                    s, _cluster(clusters, cluster), window, granularity  # type: ignore[arg-type]
                 )
             except fleet.WindowError as exc:
                 raise Failure(description=str(exc), allow_retries=True) from None

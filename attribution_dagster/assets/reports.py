@@ -79,10 +79,8 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         rep = weekly.build_report(sink.client().url, week, cluster, category_meanings())
         out = Path(fleet_config.reports_dir) / rep.scope / rep.week
         paths = weekly.write_report(rep, out)
-        charts = {
-            n: paths[n].read_bytes()
-            for n in ("failed_by_category", "gpu_hours_lost", "jobs_per_day")
-        }
+        charts = {n: paths[n].read_bytes() for n in ("failed_by_category", "gpu_hours_lost",
+                                                       "jobs_per_day")}
         t = rep.this
         return MaterializeResult(
             metadata={
@@ -96,16 +94,14 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
                 # a number only when every failed job had a GPU count; else the words
                 # ("unknown (N jobs without a GPU count)"), never a 0 that means unknown
                 "GPU-hours lost": MetadataValue.float(float(t.gpu_hours_lost_total))
-                if t.gpu_hours_known
-                else MetadataValue.text(t.gpu_hours_text(fmt=",.1f")),
+                if t.gpu_hours_known else MetadataValue.text(t.gpu_hours_text(fmt=",.1f")),
                 "failed jobs without a GPU count": MetadataValue.int(t.failed_without_gpu_count),
                 # only the infrastructure share is the fleet's loss (not a user's time limit)
                 "GPU-hours lost to the fleet": MetadataValue.float(t.fleet_gpu_hours)
                 if t.fleet_gpu_hours_known
                 else MetadataValue.text(t.class_hours_text(weekly.INFRA, fmt=",.1f")),
-                **{
-                    f"{c} failures": MetadataValue.int(t.by_class.get(c, 0)) for c in weekly.CLASSES
-                },
+                **{f"{c} failures": MetadataValue.int(t.by_class.get(c, 0))
+                   for c in weekly.CLASSES},
                 "ambiguous rate": MetadataValue.float(round(t.rate("ambiguous"), 4)),
                 "unattributed rate": MetadataValue.float(round(t.rate("unattributed"), 4)),
                 "repeat offenders": MetadataValue.int(len(rep.offenders)),
@@ -153,9 +149,7 @@ def build_report_schedule(
             return SkipReason(f"no complete week yet (reports start {weeks.start:%Y-%m-%d})")
         week = monday.strftime(weeks.fmt)
         keys = [MultiPartitionKey({SCOPE_DIM: s, WEEK_DIM: week}) for s in scopes]
-        return [
-            RunRequest(run_key=str(k), partition_key=k, tags={PARTITION_NAME_TAG: str(k)})
-            for k in keys
-        ]
+        return [RunRequest(run_key=str(k), partition_key=k, tags={PARTITION_NAME_TAG: str(k)})
+                for k in keys]
 
     return weekly_report_schedule

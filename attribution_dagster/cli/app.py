@@ -53,34 +53,14 @@ class _Parser(argparse.ArgumentParser):
 def _add_settings_args(p: argparse.ArgumentParser) -> None:
     d = AnalysisSettings()
     g = p.add_argument_group("analysis window")
-    g.add_argument(
-        "--lead",
-        type=seconds,
-        default=d.lead_seconds,
-        metavar="S",
-        help=f"read evidence S seconds before job start (default {d.lead_seconds:g})",
-    )
-    g.add_argument(
-        "--lag",
-        type=seconds,
-        default=d.lag_seconds,
-        metavar="S",
-        help=f"and S seconds after job end (default {d.lag_seconds:g})",
-    )
-    g.add_argument(
-        "--skew",
-        type=seconds,
-        default=d.skew_seconds,
-        metavar="S",
-        help=f"clock skew tolerated between nodes (default {d.skew_seconds:g})",
-    )
-    g.add_argument(
-        "--workers",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="scanner processes for large cases (default: all cores)",
-    )
+    g.add_argument("--lead", type=seconds, default=d.lead_seconds, metavar="S",
+                   help=f"read evidence S seconds before job start (default {d.lead_seconds:g})")
+    g.add_argument("--lag", type=seconds, default=d.lag_seconds, metavar="S",
+                   help=f"and S seconds after job end (default {d.lag_seconds:g})")
+    g.add_argument("--skew", type=seconds, default=d.skew_seconds, metavar="S",
+                   help=f"clock skew tolerated between nodes (default {d.skew_seconds:g})")
+    g.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="scanner processes for large cases (default: all cores)")
 
 
 class _UsageError(ValueError):
@@ -92,19 +72,13 @@ def _settings(args: argparse.Namespace) -> AnalysisSettings:
 
     try:
         return AnalysisSettings(
-            lead_seconds=args.lead,
-            lag_seconds=args.lag,
-            skew_seconds=args.skew,
+            lead_seconds=args.lead, lag_seconds=args.lag, skew_seconds=args.skew,
             workers=args.workers,
         )
     except ValidationError as e:  # the argparse types should have caught it: still one line
         err = e.errors()[0]
-        flag = {
-            "lead_seconds": "--lead",
-            "lag_seconds": "--lag",
-            "skew_seconds": "--skew",
-            "workers": "--workers",
-        }.get(str(err["loc"][0]) if err["loc"] else "", "option")
+        flag = {"lead_seconds": "--lead", "lag_seconds": "--lag", "skew_seconds": "--skew",
+                "workers": "--workers"}.get(str(err["loc"][0]) if err["loc"] else "", "option")
         raise _UsageError(f"argument {flag}: {err['msg']}, got {err.get('input')!r}") from None
 
 
@@ -117,14 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks on internal errors")
-    p.add_argument(
-        "--config",
-        type=Path,
-        metavar="FILE",
-        default=None,
-        help="attribution.yaml with the clusters (default: $ATTRIBUTION_CONFIG, "
-        "else ./attribution.yaml); every command also takes it after its name",
-    )
+    p.add_argument("--config", type=Path, metavar="FILE", default=None,
+                   help="attribution.yaml with the clusters (default: $ATTRIBUTION_CONFIG, "
+                   "else ./attribution.yaml); every command also takes it after its name")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     a = sub.add_parser(
@@ -135,17 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         "sources). CLUSTER/JOB_ID asks that cluster's scheduler for the context and reads the "
         "evidence from the cluster's logs and metrics sources (attribution.yaml).",
     )
-    a.add_argument(
-        "case",
-        metavar="CASE|CLUSTER/JOB_ID",
-        help="case directory, or a job of a configured cluster (atlas/4412201)",
-    )
-    a.add_argument(
-        "--json", action="store_true", help="print the result contract as one JSON object"
-    )
-    a.add_argument(
-        "--db", metavar="URL", help="also store the result (SQLAlchemy URL or SQLite path)"
-    )
+    a.add_argument("case", metavar="CASE|CLUSTER/JOB_ID",
+                   help="case directory, or a job of a configured cluster (atlas/4412201)")
+    a.add_argument("--json", action="store_true",
+                   help="print the result contract as one JSON object")
+    a.add_argument("--db", metavar="URL",
+                   help="also store the result (SQLAlchemy URL or SQLite path)")
     add_config_arg(a)
     _add_settings_args(a)
 
@@ -156,28 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
         "write all results to SQLite (or --db URL). Goes through the Dagster assets in-process "
         "unless --direct.",
     )
-    r.add_argument(
-        "cases",
-        type=Path,
-        nargs="?",
-        default=Path("samples"),
-        metavar="DIR",
-        help="directory of case directories (default: samples)",
-    )
-    r.add_argument(
-        "--db",
-        metavar="URL",
-        help="SQLAlchemy URL or SQLite path (default: .attribution/results.db)",
-    )
-    r.add_argument(
-        "--direct", action="store_true", help="call the engine directly, without Dagster"
-    )
-    r.add_argument(
-        "--instance",
-        type=Path,
-        metavar="DIR",
-        help="persistent Dagster instance (runs then show in `make ui`; default: a throwaway one)",
-    )
+    r.add_argument("cases", type=Path, nargs="?", default=Path("samples"), metavar="DIR",
+                   help="directory of case directories (default: samples)")
+    r.add_argument("--db", metavar="URL", help="SQLAlchemy URL or SQLite path "
+                   "(default: .attribution/results.db)")
+    r.add_argument("--direct", action="store_true",
+                   help="call the engine directly, without Dagster")
+    r.add_argument("--instance", type=Path, metavar="DIR",
+                   help="persistent Dagster instance (runs then show in `make ui`; "
+                   "default: a throwaway one)")
     add_config_arg(r)
     _add_settings_args(r)
 
@@ -189,33 +140,19 @@ def build_parser() -> argparse.ArgumentParser:
         "vocabulary), or a table with --table.",
     )
     d.add_argument("cluster", help="a cluster name from attribution.yaml")
-    d.add_argument(
-        "--since",
-        required=True,
-        metavar="TIME",
-        help="RFC 3339 time or date, e.g. 2026-11-02T00:00Z or 2026-11-02",
-    )
+    d.add_argument("--since", required=True, metavar="TIME",
+                   help="RFC 3339 time or date, e.g. 2026-11-02T00:00Z or 2026-11-02")
     d.add_argument("--until", metavar="TIME", help="default: now")
-    d.add_argument(
-        "--state",
-        metavar="S[,S...]",
-        help="final states to keep: FAILED,NODE_FAIL,TIMEOUT,... (default: all)",
-    )
-    d.add_argument(
-        "--partition", action="append", default=[], metavar="P", help="Slurm partition (repeatable)"
-    )
+    d.add_argument("--state", metavar="S[,S...]",
+                   help="final states to keep: FAILED,NODE_FAIL,TIMEOUT,... (default: all)")
+    d.add_argument("--partition", action="append", default=[], metavar="P",
+                   help="Slurm partition (repeatable)")
     d.add_argument("--account", action="append", default=[], metavar="A")
     d.add_argument("--user", action="append", default=[], metavar="U")
-    d.add_argument(
-        "--namespace",
-        action="append",
-        default=[],
-        metavar="NS",
-        help="Kubernetes namespace (repeatable)",
-    )
-    d.add_argument(
-        "--limit", type=positive_int, metavar="N", help="at most N jobs (oldest end first)"
-    )
+    d.add_argument("--namespace", action="append", default=[], metavar="NS",
+                   help="Kubernetes namespace (repeatable)")
+    d.add_argument("--limit", type=positive_int, metavar="N",
+                   help="at most N jobs (oldest end first)")
     d.add_argument("--table", action="store_true", help="a table for people instead of JSON")
     add_config_arg(d)
 
@@ -303,7 +240,7 @@ def not_found_message(job_id: str, cluster: str, detail: str) -> str:
     """`job 999999 not found in lab (under /data/cases)`: the job, the cluster, and where
     the scheduler looked (its own words, without repeating the job)."""
     prefix = f"job {job_id} not found "
-    where = detail[len(prefix) :] if detail.startswith(prefix) else detail
+    where = detail[len(prefix):] if detail.startswith(prefix) else detail
     return f"job {job_id} not found in {cluster}" + (f" ({where})" if where else "")
 
 
@@ -389,18 +326,13 @@ def cmd_discover(args: argparse.Namespace) -> int:
     jobs = _cluster(args, args.cluster).scheduler.finished_jobs(query)
     if args.table:
         rows = [
-            [
-                c.job_id,
-                c.state.value,
-                "" if c.exit_code is None else str(c.exit_code),
-                c.end.strftime("%Y-%m-%d %H:%M:%S"),
-                str(len(c.nodes)),
-                ",".join(c.nodes[:4]) + (" ..." if len(c.nodes) > 4 else ""),
-                c.reason or "",
-            ]
+            [c.job_id, c.state.value, "" if c.exit_code is None else str(c.exit_code),
+             c.end.strftime("%Y-%m-%d %H:%M:%S"), str(len(c.nodes)),
+             ",".join(c.nodes[:4]) + (" ..." if len(c.nodes) > 4 else ""), c.reason or ""]
             for c in jobs
         ]
-        print(table(["job", "state", "exit", "ended (UTC)", "nodes", "node names", "reason"], rows))
+        print(table(["job", "state", "exit", "ended (UTC)", "nodes", "node names", "reason"],
+                    rows))
         print(f"\n{len(jobs)} finished jobs on {args.cluster}", file=sys.stderr)
     else:
         for c in jobs:
@@ -419,31 +351,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     except FileExistsError as e:
         return _fail(str(e))
     failed = [c.source for c in raw.coverage if c.status in ("failed", "partial")]
-    print(
-        f"wrote {args.out}: {summary.lines} log lines kept in "
-        f"{sum(1 for f in summary.files if f.path.startswith('logs/'))} files, "
-        f"{summary.samples} metric samples"
-    )
+    print(f"wrote {args.out}: {summary.lines} log lines kept in "
+          f"{sum(1 for f in summary.files if f.path.startswith('logs/'))} files, "
+          f"{summary.samples} metric samples")
     for row in describe(summary):
         print(f"  {row}")
     d = AnalysisSettings()
-    flags = [
-        f"--{n} {v:g}"
-        for n, v, default in (
-            ("lead", args.lead, d.lead_seconds),
-            ("lag", args.lag, d.lag_seconds),
-            ("skew", args.skew, d.skew_seconds),
-        )
-        if v != default
-    ]
+    flags = [f"--{n} {v:g}" for n, v, default in (
+        ("lead", args.lead, d.lead_seconds), ("lag", args.lag, d.lag_seconds),
+        ("skew", args.skew, d.skew_seconds)) if v != default]
     if flags:
-        print(f"analyse it with the same window: attribution analyze {args.out} " + " ".join(flags))
+        print(f"analyse it with the same window: attribution analyze {args.out} "
+              + " ".join(flags))
     if failed:
-        print(
-            f"attribution: warning: incomplete sources: {', '.join(failed)} (the export "
-            "holds what they did answer)",
-            file=sys.stderr,
-        )
+        print(f"attribution: warning: incomplete sources: {', '.join(failed)} (the export "
+              "holds what they did answer)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -482,12 +404,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ConfigError as e:
             return _fail(str(e))
     results.sort(key=lambda r: (r.cluster or "", r.job_id))
-    print(
-        table(
-            ["job", "status", "category", "suspect nodes", "cause began (UTC)"],
-            summary_rows(results),
-        )
-    )
+    print(table(["job", "status", "category", "suspect nodes", "cause began (UTC)"],
+                summary_rows(results)))
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -518,18 +436,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("backfill", "report"):
             from attribution_dagster.cli import fleet as cli_fleet
 
-            return (
-                cli_fleet.cmd_backfill(args)
-                if args.command == "backfill"
-                else (cli_fleet.cmd_report(args))
-            )
+            return cli_fleet.cmd_backfill(args) if args.command == "backfill" else (
+                cli_fleet.cmd_report(args))
         from attribution_dagster.cli import catalog as cli_catalog
 
-        return (
-            cli_catalog.cmd_rules(args)
-            if args.command == "rules"
-            else (cli_catalog.cmd_parsers(args))
-        )
+        return cli_catalog.cmd_rules(args) if args.command == "rules" else (
+            cli_catalog.cmd_parsers(args))
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except (ConfigError, _UsageError) as e:
@@ -543,9 +455,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         where = f" while analysing {args.case}" if getattr(args, "case", None) else ""
-        return _fail(
-            f"internal error{where}: {type(e).__name__}: {e} (rerun with --debug)", EXIT_INTERNAL
-        )
+        return _fail(f"internal error{where}: {type(e).__name__}: {e} (rerun with --debug)",
+                     EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

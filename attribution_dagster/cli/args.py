@@ -32,11 +32,6 @@ def positive_int(text: str) -> int:
 def add_config_arg(p: argparse.ArgumentParser) -> None:
     """`--config FILE`, accepted before the command and after it by every subcommand
     (SUPPRESS: a subcommand without it keeps the value given before the command)."""
-    p.add_argument(
-        "--config",
-        type=Path,
-        metavar="FILE",
-        default=argparse.SUPPRESS,
-        help="attribution.yaml with the clusters (default: $ATTRIBUTION_CONFIG, "
-        "else ./attribution.yaml); also accepted before the command",
-    )
+    p.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS,
+                   help="attribution.yaml with the clusters (default: $ATTRIBUTION_CONFIG, "
+                   "else ./attribution.yaml); also accepted before the command")

@@ -34,13 +34,8 @@ def add_catalog_parsers(sub: Any, add_config_arg: AddConfig) -> None:
         description="The rule catalog (rules.yaml): a table, or with --markdown docs/rules.md.",
     )
     r.add_argument("--markdown", action="store_true", help="print docs/rules.md")
-    r.add_argument(
-        "--rules",
-        type=Path,
-        metavar="FILE",
-        default=None,
-        help="a rules file to load and validate instead of the packaged one",
-    )
+    r.add_argument("--rules", type=Path, metavar="FILE", default=None,
+                   help="a rules file to load and validate instead of the packaged one")
     add_config_arg(r)
     p = sub.add_parser(
         "parsers",

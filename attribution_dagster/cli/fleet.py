@@ -41,20 +41,13 @@ def add_fleet_parsers(sub: Any) -> None:
     b.add_argument("--until", required=True, metavar="DATE", help="end, exclusive (YYYY-MM-DD)")
     add_config_arg(b)
     b.add_argument("--db", metavar="URL", help="results database (default: the config's sink)")
-    b.add_argument(
-        "--instance",
-        type=Path,
-        metavar="DIR",
-        default=None,
-        help="Dagster instance directory (default: $DAGSTER_HOME, else .dagster)",
-    )
-    b.add_argument(
-        "--direct", action="store_true", help="call the window functions directly, without Dagster"
-    )
+    b.add_argument("--instance", type=Path, metavar="DIR", default=None,
+                   help="Dagster instance directory (default: $DAGSTER_HOME, else .dagster)")
+    b.add_argument("--direct", action="store_true",
+                   help="call the window functions directly, without Dagster")
     b.add_argument("--workers", type=positive_int, metavar="N", help="processes per window")
-    b.add_argument(
-        "--redo", action="store_true", help="attribute every job again, even those already done"
-    )
+    b.add_argument("--redo", action="store_true",
+                   help="attribute every job again, even those already done")
 
     r = sub.add_parser(
         "report",
@@ -65,12 +58,8 @@ def add_fleet_parsers(sub: Any) -> None:
     )
     r.add_argument("--week", required=True, help="ISO week, e.g. 2026-W46 (or a date in it)")
     r.add_argument("--cluster", help="one cluster (default: the whole fleet)")
-    r.add_argument(
-        "--out",
-        type=Path,
-        metavar="DIR",
-        help="output directory (default: <fleet.reports_dir>/<scope>/<week>)",
-    )
+    r.add_argument("--out", type=Path, metavar="DIR",
+                   help="output directory (default: <fleet.reports_dir>/<scope>/<week>)")
     add_config_arg(r)
     r.add_argument("--db", metavar="URL", help="results database (default: the config's sink)")
 
@@ -138,12 +127,10 @@ class Progress:
         bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
         eta = elapsed / frac * (1 - frac) if frac > 0 else 0.0
         rate = self.jobs / elapsed if elapsed > 0 else 0.0
-        text = (
-            f"{self.label}: [{bar}] {self.done_windows}/{self.windows} windows, "
-            f"{self.jobs:,} jobs, {rate:.0f} jobs/s, elapsed {_fmt_secs(elapsed)}"
-            + (f", ETA {_fmt_secs(eta)}" if 0 < frac < 1 else "")
-            + (f" ({self.current})" if self.current and frac < 1 else "")
-        )
+        text = (f"{self.label}: [{bar}] {self.done_windows}/{self.windows} windows, "
+                f"{self.jobs:,} jobs, {rate:.0f} jobs/s, elapsed {_fmt_secs(elapsed)}"
+                + (f", ETA {_fmt_secs(eta)}" if 0 < frac < 1 else "")
+                + (f" ({self.current})" if self.current and frac < 1 else ""))
         if self.tty:
             self.out.write("\r\033[K" + text)
             self.out.flush()
@@ -181,27 +168,19 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     keys = fleet.window_keys(f.window, since, until)
     status = fleet.window_status(sink, args.cluster)
     todo = [
-        k
-        for k in keys
-        if args.redo
-        or not (
-            status.get(k, {}).get("status") == "done" and status[k].get("rules_version") == rules
-        )
+        k for k in keys
+        if args.redo or not (status.get(k, {}).get("status") == "done"
+                             and status[k].get("rules_version") == rules)
     ]
-    print(
-        f"backfill {args.cluster}: {len(keys)} {f.window} windows from {since:%Y-%m-%d} to "
-        f"{until:%Y-%m-%d}, {len(keys) - len(todo)} already done, {len(todo)} to run "
-        f"({'directly' if args.direct else 'through Dagster'}); results: "
-        f"{_safe(url)}",
-        file=sys.stderr,
-    )
+    print(f"backfill {args.cluster}: {len(keys)} {f.window} windows from {since:%Y-%m-%d} to "
+          f"{until:%Y-%m-%d}, {len(keys) - len(todo)} already done, {len(todo)} to run "
+          f"({'directly' if args.direct else 'through Dagster'}); results: "
+          f"{_safe(url)}", file=sys.stderr)
     progress = Progress(f"backfill {args.cluster}", len(todo))
     failed: dict[str, str] = {}
     cluster = Cluster(args.cluster, config.clusters[args.cluster])
-    runner = (
-        _direct_runner(sink, cluster, config, args)
-        if args.direct
-        else _dagster_runner(config, url, args)
+    runner = _direct_runner(sink, cluster, config, args) if args.direct else _dagster_runner(
+        config, url, args
     )
     fleet.PROGRESS_HOOK = progress.jobs_done
     try:
@@ -222,20 +201,14 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         closer = getattr(runner, "close", None)
         if closer:
             closer()
-    print(
-        f"backfill {args.cluster}: {len(todo) - len(failed)} windows done, "
-        f"{len(failed)} failed, {progress.jobs:,} jobs attributed in "
-        f"{_fmt_secs(time.monotonic() - progress.t0)}",
-        file=sys.stderr,
-    )
+    print(f"backfill {args.cluster}: {len(todo) - len(failed)} windows done, "
+          f"{len(failed)} failed, {progress.jobs:,} jobs attributed in "
+          f"{_fmt_secs(time.monotonic() - progress.t0)}", file=sys.stderr)
     for key, why in failed.items():
         print(f"  {key}: {why}", file=sys.stderr)
     if failed:
-        print(
-            "run the same command again to retry the failed windows "
-            "(done windows and jobs are skipped)",
-            file=sys.stderr,
-        )
+        print("run the same command again to retry the failed windows "
+              "(done windows and jobs are skipped)", file=sys.stderr)
     return EXIT_WINDOWS_FAILED if failed else EXIT_OK
 
 
@@ -262,14 +235,8 @@ def _direct_runner(sink: Any, cluster: Any, config: Any, args: argparse.Namespac
         except fleet.WindowError as e:
             return str(e)
         out = fleet.attribute_window(
-            sink,
-            cluster,
-            key,
-            config.fleet.window,
-            settings=settings,
-            workers=config.fleet.workers,
-            chunk_size=config.fleet.chunk_size,
-            redo=args.redo,
+            sink, cluster, key, config.fleet.window, settings=settings,
+            workers=config.fleet.workers, chunk_size=config.fleet.chunk_size, redo=args.redo,
         )
         return out.reason or None
 
@@ -295,13 +262,11 @@ class _DagsterRunner:
         from attribution_dagster.cli.local_run import open_instance
         from attribution_dagster.definitions import build_resources
 
-        config = config.model_copy(
-            update={
-                "sink": config.sink.model_copy(
-                    update={"url": url, "url_env": None, "password_env": None}
-                )
-            }
-        )
+        config = config.model_copy(update={
+            "sink": config.sink.model_copy(
+                update={"url": url, "url_env": None, "password_env": None}
+            )
+        })
         self.assets = build_window_assets(config)
         self.resources = build_resources(config)
         if args.instance is None and os.environ.get("DAGSTER_HOME"):
@@ -326,19 +291,13 @@ class _DagsterRunner:
             warnings.simplefilter("ignore")
             try:
                 result = materialize(
-                    self.assets,
-                    instance=self.instance,
-                    partition_key=pk,
-                    resources=self.resources,
-                    raise_on_error=False,
-                    run_config=window_run_config(self.redo),
-                    tags=tags,
+                    self.assets, instance=self.instance, partition_key=pk,
+                    resources=self.resources, raise_on_error=False,
+                    run_config=window_run_config(self.redo), tags=tags,
                 )
             except DagsterUnknownPartitionError:
-                return (
-                    f"window {key} is not a partition of the window assets (it has not "
-                    "begun yet, or precedes fleet.start); --direct attributes it anyway"
-                )
+                return (f"window {key} is not a partition of the window assets (it has not "
+                        "begun yet, or precedes fleet.start); --direct attributes it anyway")
         if result.success:
             return None
         for event in result.all_events:
@@ -374,10 +333,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _fail(str(e))
     if args.cluster and args.cluster not in config.clusters:
         known = ", ".join(sorted(config.clusters)) or "none"
-        return _fail(
-            f"cluster {args.cluster!r} is not configured (configured: {known}); "
-            "leave out --cluster for the whole fleet"
-        )
+        return _fail(f"cluster {args.cluster!r} is not configured (configured: {known}); "
+                     "leave out --cluster for the whole fleet")
     url = _db_url(args.db, config)
     rep = report.build_report(url, monday, args.cluster, category_meanings())
     out = args.out or config.fleet.reports_path(config.base_dir) / rep.scope / rep.week

@@ -23,7 +23,10 @@ from attribution_dagster.connectors.base import (
     MetricSource,
     SchedulerClient,
 )
-from attribution_dagster.connectors.topology.source import TopologySource
+from attribution_dagster.connectors.topology.source import (
+    CachedTopologySource,
+    TopologySource,
+)
 from attribution_dagster.core.config import (
     CONFIG_ENV,
     DEFAULT_CONFIG_FILE,
@@ -100,7 +103,8 @@ class Cluster:
 
     @cached_property
     def topology_sources(self) -> tuple[TopologySource, ...]:
-        return tuple(b.client(self.name) for b in self.topology_configs)
+        """The cluster's topology sources, each read at most every 10 minutes."""
+        return tuple(CachedTopologySource(b.client(self.name)) for b in self.topology_configs)
 
 
 def backend_config(role: str, block: BackendBlock, where: str) -> BackendConfig:

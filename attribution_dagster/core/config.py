@@ -213,7 +213,9 @@ class ClusterConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    scheduler: BackendBlock | None = Field(default=None, description="slurm | kueue | kai | static")
+    scheduler: BackendBlock | None = Field(
+        default=None, description="slurm | kueue | kai | static"
+    )
     logs: list[BackendBlock] = Field(default_factory=list, description="files | loki | pod_logs")
     metrics: list[BackendBlock] = Field(default_factory=list, description="prometheus")
     topology: list[BackendBlock] = Field(

@@ -49,7 +49,6 @@ class PodRef(BaseModel):
     restarts: int = 0
     started: AwareDatetime | None = None
 
-
 _UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 

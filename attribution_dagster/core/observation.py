@@ -47,3 +47,4 @@ class Observation(BaseModel):
     @classmethod
     def _text_locator(cls, data: Any) -> Any:
         return _as_locator(data)
+

@@ -9,6 +9,7 @@ model; the rule engine only asks it questions, so it never knows which file told
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
 from typing import Literal
@@ -141,6 +142,20 @@ class Topology(BaseModel):
         return {_guid(s.guid): s.name for s in self.switches.values() if s.guid}
 
     # ------------------------------------------------------------------ building
+    def for_nodes(self, keep: Callable[[str], bool]) -> Topology:
+        """This snapshot with only the nodes `keep` accepts (a job's, as the topology spells
+        them): every switch stays, so names, GUIDs and the tree are whole, but a job does not
+        carry the 32,768 cables of a 4,096-node fabric through each of its steps."""
+        return Topology(
+            taken_at=self.taken_at,
+            sources=list(self.sources),
+            switches=dict(self.switches),
+            leaf_of={n: sw for n, sw in self.leaf_of.items() if keep(n)},
+            cables=[c for c in self.cables if keep(c.node)],
+            nvlink_domain_of={n: d for n, d in self.nvlink_domain_of.items() if keep(n)},
+            errors=list(self.errors),
+        )
+
     def merged(self, other: Topology) -> Topology:
         """This snapshot with `other`'s facts added (a fact already here wins)."""
         switches = dict(other.switches)

@@ -58,19 +58,10 @@ from attribution_dagster.core.evidence import MetricSample, RawEvidence, RawReco
 from attribution_dagster.core.formats.timestamps import TimestampParser
 from attribution_dagster.core.locators import FileLine, Locator
 
-NOT_REPRODUCED = frozenset(
-    {
-        "bytes",
-        "lines",
-        "files",
-        "samples",
-        "out_of_window",
-        "context_lines",
-        "invalid_utf8_lines",
-        "overlong_lines",
-        "binary_lines",
-    }
-)
+NOT_REPRODUCED = frozenset({
+    "bytes", "lines", "files", "samples", "out_of_window", "context_lines",
+    "invalid_utf8_lines", "overlong_lines", "binary_lines",
+})
 """SourceCoverage fields an export does not reproduce (what was read and not kept)."""
 DAMAGE_NOTE = re.compile(r"^[\w:.-]+: \d+ unreadable line\(s\) skipped ")
 """The result note that counts damaged lines (not kept, so not in an export)."""
@@ -98,11 +89,8 @@ def _case_path(path: str, node: str, kind: str) -> PurePosixPath:
     if not p.is_absolute() and p.parts and p.parts[0] in _CASE_TOPS and ".." not in p.parts:
         return p
     name = _UNSAFE.sub("_", p.name).strip("._") or "log"
-    return (
-        PurePosixPath(kind, _UNSAFE.sub("_", node), name)
-        if kind == "logs"
-        else (PurePosixPath(kind, name if name.endswith((".prom", ".prom.gz")) else f"{name}.prom"))
-    )
+    return PurePosixPath(kind, _UNSAFE.sub("_", node), name) if kind == "logs" else (
+        PurePosixPath(kind, name if name.endswith((".prom", ".prom.gz")) else f"{name}.prom"))
 
 
 def _stream_file(stream: str, source: str) -> str:
@@ -285,15 +273,12 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSumm
         else:
             text = rec.text
             first = text.split("\n", 1)[0].encode("utf-8", "replace")
-            if (
-                rec.time is not None
-                and rec.time_quality == "exact"
-                and (parser.parse_line(first) is None)
+            if rec.time is not None and rec.time_quality == "exact" and (
+                parser.parse_line(first) is None
             ):
                 text = f"{_iso(rec.time)} {text}"
-            path = PurePosixPath(
-                "logs", _UNSAFE.sub("_", rec.node), _stream_file(rec.stream, rec.source)
-            )
+            path = PurePosixPath("logs", _UNSAFE.sub("_", rec.node),
+                                 _stream_file(rec.stream, rec.source))
             if text not in streamed[path]:  # a tail or progress line also read as a record
                 streamed[path].append(text)
         nodes_written.add(rec.node)
@@ -303,26 +288,17 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSumm
         added = _place_times(f, parser)
         compress = path.name.endswith(".gz")
         size, empty = _write_numbered(out / path, f.lines, compress)
-        summary.files.append(
-            WrittenFile(
-                path=str(path),
-                kept=len(f.lines) - added,
-                time_lines=added,
-                empty=empty,
-                last_line=max(f.lines),
-                bytes=size,
-                gzip=compress,
-            )
-        )
+        summary.files.append(WrittenFile(
+            path=str(path), kept=len(f.lines) - added, time_lines=added, empty=empty,
+            last_line=max(f.lines), bytes=size, gzip=compress))
     for path, lines in sorted(streamed.items()):
         if path in numbered:
             path = path.with_name(f"exported-{path.name}")
         (out / path).parent.mkdir(parents=True, exist_ok=True)
         data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
         (out / path).write_bytes(data)
-        summary.files.append(
-            WrittenFile(path=str(path), kept=len(lines), last_line=len(lines), bytes=len(data))
-        )
+        summary.files.append(WrittenFile(path=str(path), kept=len(lines),
+                                         last_line=len(lines), bytes=len(data)))
     # a node whose files were read but kept nothing: an empty file, so it still counts read
     for cov in raw.coverage:
         if cov.source != "files:logs":
@@ -350,16 +326,8 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSumm
     for path, mlines in sorted(metric_files.items()):
         compress = path.name.endswith(".gz")
         size, empty = _write_numbered(out / path, mlines, compress)
-        summary.files.append(
-            WrittenFile(
-                path=str(path),
-                kept=len(mlines),
-                empty=empty,
-                last_line=max(mlines),
-                bytes=size,
-                gzip=compress,
-            )
-        )
+        summary.files.append(WrittenFile(path=str(path), kept=len(mlines), empty=empty,
+                                         last_line=max(mlines), bytes=size, gzip=compress))
     summary.samples = len(raw.samples)
     for dump in raw.dumps:  # flight-recorder dumps, back in PyTorch's layout (issue 18)
         rel = PurePosixPath(dump.path)
@@ -415,7 +383,8 @@ def describe(summary: ExportSummary) -> list[str]:
     rows = ["context.json"]
     for f in summary.files:
         if f.path.startswith("dumps/"):  # a flight-recorder dump: a pickle, not lines
-            rows.append(f"{f.path}: flight-recorder dump, {f.kept} entries kept, {f.bytes:,} bytes")
+            rows.append(f"{f.path}: flight-recorder dump, {f.kept} entries kept, "
+                        f"{f.bytes:,} bytes")
             continue
         what = "samples" if f.path.startswith("metrics/") else "lines"
         parts = [f"{f.kept} {what if f.kept != 1 else what[:-1]} kept"]
@@ -424,9 +393,7 @@ def describe(summary: ExportSummary) -> list[str]:
         if f.empty:
             parts.append(f"{f.empty} empty (not kept)")
         size = f"{f.bytes:,} bytes" + (" gzip" if f.gzip else "")
-        rows.append(
-            f"{f.path}: {', '.join(parts)}; lines 1-{f.last_line}, {size}"
-            if f.last_line
-            else f"{f.path}: empty (the node's files were read, no line kept)"
-        )
+        rows.append(f"{f.path}: {', '.join(parts)}; lines 1-{f.last_line}, {size}"
+                    if f.last_line else f"{f.path}: empty (the node's files were read, "
+                    "no line kept)")
     return rows

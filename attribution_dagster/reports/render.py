@@ -147,7 +147,9 @@ def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
                 when = f">{when}"
             else:
                 when = f" {when}"
-            out.append(f"   {when}  {mark}  {_where(link):<24} {link.summary}{count}")
+            out.append(
+                f"   {when}  {mark}  {_where(link):<24} {link.summary}{count}"
+            )
             out.append(f"        at {link.evidence.locator}")
         if len(result.symptom_chain) > max_links:
             out.append(f"    ... {len(result.symptom_chain) - max_links} more (use --json)")

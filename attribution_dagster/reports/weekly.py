@@ -142,12 +142,9 @@ class WeekStats(BaseModel):
 
     def class_hours_text(self, cls: str, fmt: str = ",.0f") -> str:
         """GPU-hours of one failure class, in the words of `gpu_hours_text`."""
-        return _hours_text(
-            self.gpu_hours_by_class.get(cls, 0.0),
-            self.gpu_hours_unknown_by_class.get(cls, 0),
-            cls in self.gpu_hours_by_class,
-            fmt,
-        )
+        return _hours_text(self.gpu_hours_by_class.get(cls, 0.0),
+                           self.gpu_hours_unknown_by_class.get(cls, 0),
+                           cls in self.gpu_hours_by_class, fmt)
 
     def gpu_hours_text(self, key: str | None = None, fmt: str = ",.0f") -> str:
         """GPU-hours lost (of one category / status, or in all) for people: a number when
@@ -208,7 +205,9 @@ def _population(
     cols = [r.c.id, r.c.status, r.c.category, r.c.failed, r.c.partial, r.c.summary]
     by_end = (
         select(j.c.cluster, j.c.job_id, j.c.state, j.c.gpu_hours, j.c.job_end.label("t"), *cols)
-        .select_from(j.outerjoin(r, and_(r.c.cluster == j.c.cluster, r.c.job_id == j.c.job_id)))
+        .select_from(
+            j.outerjoin(r, and_(r.c.cluster == j.c.cluster, r.c.job_id == j.c.job_id))
+        )
         .where(j.c.job_end >= start, j.c.job_end < end, _scope_clause(j, cluster))
         .order_by(j.c.cluster, j.c.job_id, r.c.written_at.desc())
     )
@@ -398,34 +397,17 @@ def summary_rows(rep: WeeklyReport) -> list[list[str]]:
     return [
         ["jobs", f"{t.jobs}", f"{p.jobs}", _delta(t.jobs, p.jobs)],
         ["failed", f"{t.failed} ({failed_share})", f"{p.failed}", _delta(t.failed, p.failed)],
-        *[
-            [
-                f"  {c} failures",
-                f"{t.by_class.get(c, 0)}",
-                f"{p.by_class.get(c, 0)}",
-                _delta(t.by_class.get(c, 0), p.by_class.get(c, 0)),
-            ]
-            for c in CLASSES
-        ],
-        [
-            "GPU-hours lost to the fleet (infrastructure)",
-            t.class_hours_text(INFRA),
-            p.class_hours_text(INFRA),
-            _delta(t.fleet_gpu_hours, p.fleet_gpu_hours)
-            if t.fleet_gpu_hours_known and p.fleet_gpu_hours_known
-            else "",
-        ],
-        *[
-            [f"  GPU-hours of {c} failures", t.class_hours_text(c), p.class_hours_text(c), ""]
-            for c in CLASSES[1:]
-        ],
+        *[[f"  {c} failures", f"{t.by_class.get(c, 0)}", f"{p.by_class.get(c, 0)}",
+           _delta(t.by_class.get(c, 0), p.by_class.get(c, 0))] for c in CLASSES],
+        ["GPU-hours lost to the fleet (infrastructure)", t.class_hours_text(INFRA),
+         p.class_hours_text(INFRA),
+         _delta(t.fleet_gpu_hours, p.fleet_gpu_hours)
+         if t.fleet_gpu_hours_known and p.fleet_gpu_hours_known else ""],
+        *[[f"  GPU-hours of {c} failures", t.class_hours_text(c), p.class_hours_text(c), ""]
+          for c in CLASSES[1:]],
         ["ambiguous (of failed)", f"{t.rate('ambiguous'):.1%}", f"{p.rate('ambiguous'):.1%}", ""],
-        [
-            "unattributed (of failed)",
-            f"{t.rate('unattributed'):.1%}",
-            f"{p.rate('unattributed'):.1%}",
-            "",
-        ],
+        ["unattributed (of failed)", f"{t.rate('unattributed'):.1%}",
+         f"{p.rate('unattributed'):.1%}", ""],
         ["not attributed yet", f"{t.pending}", f"{p.pending}", ""],
     ]
 
@@ -444,7 +426,8 @@ def category_keys(rep: WeeklyReport) -> list[str]:
     t, p = rep.this, rep.previous
     other = [k for k in _STATUS_ROWS if t.by_status.get(k)]
     before = [k for k in _STATUS_ROWS if p.by_status.get(k) and k != "pending"]
-    return list(dict.fromkeys([*t.by_category, *other, *t.gpu_hours_lost, *p.by_category, *before]))
+    return list(dict.fromkeys([*t.by_category, *other, *t.gpu_hours_lost, *p.by_category,
+                               *before]))
 
 
 def category_rows(rep: WeeklyReport) -> list[list[str]]:
@@ -509,7 +492,8 @@ def chart_figures(rep: WeeklyReport) -> dict[str, Any]:
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(keys) + 1.4))
     y = range(len(keys))
     ax.barh([i - 0.2 for i in y], d["this"], height=0.4, label=rep.week, color="#c0392b")
-    ax.barh([i + 0.2 for i in y], d["previous"], height=0.4, label="previous week", color="#bbbbbb")
+    ax.barh([i + 0.2 for i in y], d["previous"], height=0.4, label="previous week",
+            color="#bbbbbb")
     for i, (now, before) in enumerate(zip(d["this"], d["previous"], strict=True)):
         if before and not now:  # seen last week only: kept, and said
             ax.text(0.05, i - 0.2, "-100%", va="center", fontsize=7, color="#c0392b")
@@ -530,19 +514,12 @@ def chart_figures(rep: WeeklyReport) -> dict[str, Any]:
     ax.barh(keys, d["hours"], color="#8e44ad")
     ax.invert_yaxis()
     ax.set_xlabel("GPU-hours lost (nodes x GPUs x duration of failed jobs)")
-    ax.set_title(
-        f"{rep.scope} {rep.week}: GPU-hours lost to the fleet (infrastructure): "
-        f"{t.class_hours_text(INFRA)}",
-        fontsize=9,
-    )
+    ax.set_title(f"{rep.scope} {rep.week}: GPU-hours lost to the fleet (infrastructure): "
+                 f"{t.class_hours_text(INFRA)}", fontsize=9)
     if not keys:
         n = t.failed_without_gpu_count
-        _empty(
-            ax,
-            f"GPU-hours unknown: {n} failed job{'s' if n != 1 else ''} without a GPU count"
-            if n
-            else "no GPU-hours lost this week",
-        )
+        _empty(ax, f"GPU-hours unknown: {n} failed job{'s' if n != 1 else ''} without a GPU "
+               "count" if n else "no GPU-hours lost this week")
     figs["gpu_hours_lost"] = fig
 
     days = [(rep.start + timedelta(days=i)).date().isoformat() for i in range(7)]
@@ -595,14 +572,8 @@ ACCOUNTING_NOTE = (
     "lost to the fleet."
 )
 SUMMARY_HEADER = ["", "this week", "previous week", "change"]
-CATEGORY_HEADER = [
-    "category",
-    "class",
-    "meaning",
-    "failed jobs",
-    "GPU-hours lost",
-    "change in jobs",
-]
+CATEGORY_HEADER = ["category", "class", "meaning", "failed jobs", "GPU-hours lost",
+                   "change in jobs"]
 OFFENDER_HEADER = ["kind", "suspect", "jobs hurt", "categories", "jobs"]
 
 
@@ -621,30 +592,20 @@ def render_markdown(rep: WeeklyReport, images: dict[str, str]) -> str:
         "## Failed jobs and GPU-hours lost by category",
         markdown_table(CATEGORY_HEADER, category_rows(rep)),
     ]
-    parts += [
-        f"![{n}]({images[n]})" for n in ("failed_by_category", "gpu_hours_lost") if n in images
-    ]
+    parts += [f"![{n}]({images[n]})" for n in ("failed_by_category", "gpu_hours_lost")
+              if n in images]
     parts.append(ACCOUNTING_NOTE)
     if t.failed_without_gpu_count:
-        parts.append(
-            f"{t.failed_without_gpu_count} failed jobs had no GPU count from the "
-            "scheduler; their GPU-hours are not counted."
-        )
+        parts.append(f"{t.failed_without_gpu_count} failed jobs had no GPU count from the "
+                     "scheduler; their GPU-hours are not counted.")
     parts.append("## Repeat offenders (suspect of an infrastructure failure in two or more jobs)")
-    parts.append(
-        markdown_table(OFFENDER_HEADER, offender_rows(rep)) if rep.offenders else "None this week."
-    )
+    parts.append(markdown_table(OFFENDER_HEADER, offender_rows(rep)) if rep.offenders
+                 else "None this week.")
     parts.append("## Why jobs stayed ambiguous or unattributed")
-    parts.append(
-        markdown_table(["ambiguous between", "jobs"], _why_rows(t.ambiguous_why))
-        if t.ambiguous_why
-        else "No ambiguous jobs."
-    )
-    parts.append(
-        markdown_table(["unattributed because", "jobs"], _why_rows(t.unattributed_why))
-        if t.unattributed_why
-        else "No unattributed jobs."
-    )
+    parts.append(markdown_table(["ambiguous between", "jobs"], _why_rows(t.ambiguous_why))
+                 if t.ambiguous_why else "No ambiguous jobs.")
+    parts.append(markdown_table(["unattributed because", "jobs"], _why_rows(t.unattributed_why))
+                 if t.unattributed_why else "No unattributed jobs.")
     parts.append("## Jobs per day")
     if "jobs_per_day" in images:
         parts.append(f"![jobs_per_day]({images['jobs_per_day']})")
@@ -673,27 +634,15 @@ def render_html(rep: WeeklyReport, charts: dict[str, bytes]) -> str:
     """One self-contained page: tables plus the charts as inline PNG data URIs."""
     t = rep.this
     img = {n: f'<img alt="{n}" src="{data_uri(b)}">' for n, b in charts.items()}
-    amb = (
-        _html_table(["ambiguous between", "jobs"], _why_rows(t.ambiguous_why))
-        if t.ambiguous_why
-        else "<p>No ambiguous jobs.</p>"
-    )
-    una = (
-        _html_table(["unattributed because", "jobs"], _why_rows(t.unattributed_why))
-        if t.unattributed_why
-        else "<p>No unattributed jobs.</p>"
-    )
-    off = (
-        _html_table(OFFENDER_HEADER, offender_rows(rep))
-        if rep.offenders
-        else "<p>None this week.</p>"
-    )
-    gpu_note = (
-        f"<p class=muted>{t.failed_without_gpu_count} failed jobs had no GPU count "
-        "from the scheduler; their GPU-hours are not counted.</p>"
-        if t.failed_without_gpu_count
-        else ""
-    )
+    amb = (_html_table(["ambiguous between", "jobs"], _why_rows(t.ambiguous_why))
+           if t.ambiguous_why else "<p>No ambiguous jobs.</p>")
+    una = (_html_table(["unattributed because", "jobs"], _why_rows(t.unattributed_why))
+           if t.unattributed_why else "<p>No unattributed jobs.</p>")
+    off = (_html_table(OFFENDER_HEADER, offender_rows(rep)) if rep.offenders
+           else "<p>None this week.</p>")
+    gpu_note = (f"<p class=muted>{t.failed_without_gpu_count} failed jobs had no GPU count "
+                "from the scheduler; their GPU-hours are not counted.</p>"
+                if t.failed_without_gpu_count else "")
     title = f"Weekly failure report: {html.escape(rep.scope)}, {rep.week}"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{_CSS}</style></head>
@@ -725,7 +674,9 @@ def write_report(rep: WeeklyReport, out_dir: str | Path) -> dict[str, Path]:
     paths["html"] = out / "report.html"
     paths["html"].write_text(render_html(rep, charts), encoding="utf-8")
     paths["md"] = out / "report.md"
-    paths["md"].write_text(render_markdown(rep, {n: f"{n}.png" for n in charts}), encoding="utf-8")
+    paths["md"].write_text(
+        render_markdown(rep, {n: f"{n}.png" for n in charts}), encoding="utf-8"
+    )
     paths["json"] = out / "report.json"
     paths["json"].write_text(rep.model_dump_json(indent=2), encoding="utf-8")
     return paths

@@ -157,7 +157,8 @@ def build_case_directory_sensor(
                 continue
             key = ctx.partition_key
             if key in new_keys:
-                why.append(f"{case_dir}: partition key {key} is already used by {new_keys[key]}")
+                why.append(f"{case_dir}: partition key {key} is already used by "
+                           f"{new_keys[key]}")
                 context.log.warning(f"skipping case {why[-1]}")
                 continue
             new_keys[key] = str(case_dir)

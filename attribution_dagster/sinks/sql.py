@@ -81,7 +81,6 @@ Index("ix_attribution_results_category", results_table.c.category, results_table
 # scheduler row: the per-job path) by analysis time.
 Index("ix_attribution_results_analyzed", results_table.c.analyzed_at)
 
-
 def _row_of_result() -> tuple[Column, Column]:
     """Key of a child table's row: the result it belongs to (deleted with it) and a position."""
     return (

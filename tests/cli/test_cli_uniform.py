@@ -49,16 +49,10 @@ def test_config_is_accepted_before_and_after_every_subcommand(name):
 
 def write_config(tmp_path: Path, clusters: dict[str, str]) -> Path:
     cfg = tmp_path / "attribution.yaml"
-    lines = (
-        ["clusters:"]
-        + [f"  {n}:\n    scheduler: {{kind: static, path: {p}}}" for n, p in clusters.items()]
-        + [
-            "sink:",
-            f"  url: sqlite:///{tmp_path}/results.db",
-            "fleet:",
-            f"  reports_dir: {tmp_path}/reports",
-        ]
-    )
+    lines = ["clusters:"] + [
+        f"  {n}:\n    scheduler: {{kind: static, path: {p}}}" for n, p in clusters.items()
+    ] + ["sink:", f"  url: sqlite:///{tmp_path}/results.db",
+         "fleet:", f"  reports_dir: {tmp_path}/reports"]
     cfg.write_text("\n".join(lines) + "\n")
     return cfg
 
@@ -70,10 +64,8 @@ def test_config_after_the_command_is_used(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ATTRIBUTION_CONFIG", raising=False)
     cfg = write_config(tmp_path, {"lab": str(SAMPLES)})
     outs = []
-    for argv in (
-        ["--config", str(cfg), "analyze", f"lab/{JOB}", "--json"],
-        ["analyze", f"lab/{JOB}", "--json", "--config", str(cfg)],
-    ):
+    for argv in (["--config", str(cfg), "analyze", f"lab/{JOB}", "--json"],
+                 ["analyze", f"lab/{JOB}", "--json", "--config", str(cfg)]):
         assert main(argv) == 0
         out = json.loads(capsys.readouterr().out)
         out.pop("analyzed_at")
@@ -91,20 +83,15 @@ BAD_VALUES = [
     (["analyze", "samples/disk-full", "--workers", "0"], "argument --workers: must be 1 or more"),
     (["run", "samples", "--direct", "--lead", "-5"], "argument --lead: must be 0 or more"),
     (["export", "lab/1", "/tmp/x", "--lag", "-1"], "argument --lag: must be 0 or more"),
-    (
-        ["discover", "lab", "--since", "2026-11-01", "--limit", "-3"],
-        "argument --limit: must be 1 or more",
-    ),
-    (
-        ["backfill", "lab", "--since", "2026-11-01", "--until", "2026-11-02", "--workers", "0"],
-        "argument --workers: must be 1 or more",
-    ),
+    (["discover", "lab", "--since", "2026-11-01", "--limit", "-3"],
+     "argument --limit: must be 1 or more"),
+    (["backfill", "lab", "--since", "2026-11-01", "--until", "2026-11-02", "--workers", "0"],
+     "argument --workers: must be 1 or more"),
 ]
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"), BAD_VALUES, ids=lambda v: " ".join(v) if isinstance(v, list) else None
-)
+@pytest.mark.parametrize(("argv", "message"), BAD_VALUES, ids=lambda v: " ".join(v)
+                         if isinstance(v, list) else None)
 def test_bad_option_value_is_exit_2_and_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -120,43 +107,21 @@ def test_bad_option_value_is_exit_2_and_one_line(argv, message, capsys):
 def test_bad_option_value_in_a_real_process():
     """`attribution analyze ... --lead -5`: exit 2, one line, no traceback or pydantic dump."""
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "attribution_dagster.cli",
-            "analyze",
-            str(SAMPLES / "disk-full"),
-            "--lead",
-            "-5",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-m", "attribution_dagster.cli", "analyze",
+         str(SAMPLES / "disk-full"), "--lead", "-5"],
+        capture_output=True, text=True, timeout=120,
     )
     assert p.returncode == 2
     assert p.stdout == ""
-    assert p.stderr == (
-        "attribution analyze: error: argument --lead: must be 0 or more "
-        "seconds, got -5 (see attribution analyze --help)\n"
-    )
+    assert p.stderr == ("attribution analyze: error: argument --lead: must be 0 or more "
+                        "seconds, got -5 (see attribution analyze --help)\n")
 
 
 def test_report_for_an_unconfigured_cluster_names_the_configured_ones(tmp_path, capsys):
     cfg = write_config(tmp_path, {"lab": str(SAMPLES), "atlas": str(SAMPLES)})
     out = tmp_path / "report"
-    rc = main(
-        [
-            "report",
-            "--week",
-            "2026-W46",
-            "--cluster",
-            "nope",
-            "--config",
-            str(cfg),
-            "--out",
-            str(out),
-        ]
-    )
+    rc = main(["report", "--week", "2026-W46", "--cluster", "nope", "--config", str(cfg),
+               "--out", str(out)])
     captured = capsys.readouterr()
     assert rc == 2
     assert captured.out == ""  # no empty report printed
@@ -166,22 +131,8 @@ def test_report_for_an_unconfigured_cluster_names_the_configured_ones(tmp_path, 
     ]
     assert not out.exists()
     # a configured one still makes its report
-    assert (
-        main(
-            [
-                "report",
-                "--week",
-                "2026-W46",
-                "--cluster",
-                "lab",
-                "--config",
-                str(cfg),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert main(["report", "--week", "2026-W46", "--cluster", "lab", "--config", str(cfg),
+                 "--out", str(out)]) == 0
     assert "Weekly failure report: lab, 2026-W46" in capsys.readouterr().out
     assert (out / "report.html").is_file()
 
@@ -189,19 +140,8 @@ def test_report_for_an_unconfigured_cluster_names_the_configured_ones(tmp_path, 
 def test_report_cluster_without_any_configured_cluster(tmp_path, capsys):
     cfg = tmp_path / "attribution.yaml"
     cfg.write_text(f"sink:\n  url: sqlite:///{tmp_path}/r.db\n")
-    rc = main(
-        [
-            "--config",
-            str(cfg),
-            "report",
-            "--week",
-            "2026-W46",
-            "--cluster",
-            "x",
-            "--out",
-            str(tmp_path / "rep"),
-        ]
-    )
+    rc = main(["--config", str(cfg), "report", "--week", "2026-W46", "--cluster", "x",
+               "--out", str(tmp_path / "rep")])
     captured = capsys.readouterr()
     assert rc == 2 and captured.out == ""
     assert "cluster 'x' is not configured (configured: none)" in captured.err
@@ -211,13 +151,8 @@ def test_report_cluster_without_any_configured_cluster(tmp_path, capsys):
 @pytest.mark.parametrize("command", ["analyze", "export"])
 def test_unknown_job_is_exit_2_and_named(tmp_path, capsys, command):
     cfg = write_config(tmp_path, {"lab": str(SAMPLES)})
-    argv = [
-        command,
-        "lab/999999",
-        *([str(tmp_path / "case")] if command == "export" else []),
-        "--config",
-        str(cfg),
-    ]
+    argv = [command, "lab/999999", *([str(tmp_path / "case")] if command == "export" else []),
+            "--config", str(cfg)]
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

@@ -213,12 +213,8 @@ flight_dump = st.builds(
     version=st.none() | name,
     pg_config=st.dictionaries(
         name,
-        st.builds(
-            FrGroup,
-            name=st.none() | name,
-            desc=st.none() | name,
-            ranks=st.lists(st.integers(0, 4096), max_size=4),
-        ),
+        st.builds(FrGroup, name=st.none() | name, desc=st.none() | name,
+                  ranks=st.lists(st.integers(0, 4096), max_size=4)),
         max_size=2,
     ),
     pg_status=st.dictionaries(name, st.dictionaries(name, small, max_size=3), max_size=2),

@@ -173,7 +173,7 @@ def test_json_line_time_fields(parser: TimestampParser, line: bytes, expected: d
         b'{"a": 1, "log": "no time field"}',
         b'{"time": "12:00", "log": "not a date"}',
         b'{"log": "the message says \\"time\\":\\"2026-11-02T10:03:11Z\\""}',
-        b"1793613791 a bare epoch is not a JSON time field",
+        b'1793613791 a bare epoch is not a JSON time field',
     ],
 )
 def test_json_lines_without_a_time_field(parser: TimestampParser, line: bytes) -> None:

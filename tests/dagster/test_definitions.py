@@ -86,14 +86,7 @@ def test_job_sensor_and_resources(fake_env):
     assert sensor.default_status.value == "STOPPED"  # ATTRIBUTION_SENSOR_ENABLED=0
     res = defs.resources
     assert set(res) == {
-        "cases",
-        "clusters",
-        "files",
-        "analysis",
-        "store",
-        "sink",
-        "stdout",
-        "fleet_config",
+        "cases", "clusters", "files", "analysis", "store", "sink", "stdout", "fleet_config"
     }
     assert res["cases"].case_root == "/data/cases"
     assert res["stdout"].enabled is True

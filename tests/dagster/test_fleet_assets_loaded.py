@@ -39,11 +39,8 @@ def write_config(tmp_path: Path, **clusters: str) -> Path:
     cfg = tmp_path / "attribution.yaml"
     lines = ["clusters:"]
     for name, path in clusters.items():
-        lines += [
-            f"  {name}:",
-            f"    scheduler: {{kind: static, path: {path}}}",
-            "    sensor: false",
-        ]
+        lines += [f"  {name}:", f"    scheduler: {{kind: static, path: {path}}}",
+                  "    sensor: false"]
     lines += [
         "sink:",
         f"  url: sqlite:///{tmp_path}/results.db",
@@ -154,19 +151,13 @@ def test_weekly_report_materializes_every_sample_week_with_unknown_gpu_hours(
 def test_weekly_report_with_known_and_zero_gpu_hours(tmp_path, monkeypatch, dagster_home):
     """GPU counts from the scheduler: a number (0 when no failed job); a week mixing
     known and unknown counts says `at least`, never a bare number."""
-    ctxs = [
-        c
-        for c in sample_contexts()
-        if end_day(c).isoformat() in ("2026-11-09", "2026-11-10", "2026-11-11", "2026-11-12")
-    ]
+    ctxs = [c for c in sample_contexts() if end_day(c).isoformat() in
+            ("2026-11-09", "2026-11-10", "2026-11-11", "2026-11-12")]
     assert len(ctxs) == 4
     rows = []
     for i, c in enumerate(ctxs):
-        case = SAMPLES / next(
-            p.parent.name
-            for p in SAMPLES.glob("*/context.json")
-            if json.loads(p.read_text())["job_id"] == c["job_id"]
-        )
+        case = SAMPLES / next(p.parent.name for p in SAMPLES.glob("*/context.json")
+                              if json.loads(p.read_text())["job_id"] == c["job_id"])
         # week 2026-W46 (known: 8 GPUs per node, except one job) ...
         rows.append({**c, "case_dir": str(case), "gpus_per_node": 8 if i else None})
         # ... and the same jobs one week later, all COMPLETED: nothing lost, 0 exactly
@@ -174,13 +165,8 @@ def test_weekly_report_with_known_and_zero_gpu_hours(tmp_path, monkeypatch, dags
         for f in ("start", "end"):
             t = datetime.fromisoformat(c[f].replace("Z", "+00:00")) + timedelta(days=7)
             later[f] = t.isoformat()
-        later.update(
-            job_id=f"{c['job_id']}-ok",
-            state="COMPLETED",
-            exit_code=0,
-            gpus_per_node=8,
-            case_dir=str(case),
-        )
+        later.update(job_id=f"{c['job_id']}-ok", state="COMPLETED", exit_code=0,
+                     gpus_per_node=8, case_dir=str(case))
         rows.append(later)
     jsonl = tmp_path / "jobs.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -212,18 +198,14 @@ def test_window_attributions_honours_redo_through_the_loaded_definitions(
     day = "2026-11-21"  # two sample jobs ended that day
     pk = MultiPartitionKey({"cluster": "lab", "window": day})
     job = defs.resolve_implicit_global_asset_job_def().get_subset(
-        asset_selection={
-            *(
-                a.key
-                for a in defs.assets
-                if a.key.path[-1] in ("finished_jobs", "window_attributions")
-            )
-        }
+        asset_selection={*(a.key for a in defs.assets if a.key.path[-1] in
+                           ("finished_jobs", "window_attributions"))}
     )
     key = f"lab|{day}"
 
     def run(redo: bool | None) -> dict:
-        cfg_ = {} if redo is None else {"ops": {"window_attributions": {"config": {"redo": redo}}}}
+        cfg_ = {} if redo is None else {
+            "ops": {"window_attributions": {"config": {"redo": redo}}}}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             r = job.execute_in_process(instance=instance, partition_key=pk, run_config=cfg_)
@@ -241,18 +223,8 @@ def test_window_attributions_honours_redo_through_the_loaded_definitions(
 
 def test_backfill_redo_through_dagster_reattributes(tmp_path, monkeypatch, dagster_home, capsys):
     cfg = write_config(tmp_path, lab=str(SAMPLES))
-    args = [
-        "backfill",
-        "lab",
-        "--since",
-        "2026-11-20",
-        "--until",
-        "2026-11-22",
-        "--config",
-        str(cfg),
-        "--instance",
-        str(tmp_path / "inst"),
-    ]
+    args = ["backfill", "lab", "--since", "2026-11-20", "--until", "2026-11-22",
+            "--config", str(cfg), "--instance", str(tmp_path / "inst")]
     assert cli_main(args) == 0
     assert "3 jobs attributed" in capsys.readouterr().err  # 1 on the 20th, 2 on the 21st
     assert cli_main(args) == 0

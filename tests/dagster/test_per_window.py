@@ -212,19 +212,8 @@ def test_backfill_cli_resumes_without_redoing(week, tmp_path, capsys):
     cfg = write_config(tmp_path, week)
     config = load_config(cfg)
     url = config.resolved_sink_url()
-    args = [
-        "backfill",
-        "atlas",
-        "--since",
-        "2026-11-09",
-        "--until",
-        "2026-11-16",
-        "--config",
-        str(cfg),
-        "--direct",
-        "--workers",
-        "1",
-    ]
+    args = ["backfill", "atlas", "--since", "2026-11-09", "--until", "2026-11-16",
+            "--config", str(cfg), "--direct", "--workers", "1"]
     assert cli_main(args) == 0
     total = rows(url)
     assert total == 120
@@ -250,20 +239,8 @@ def test_backfill_cli_resumes_without_redoing(week, tmp_path, capsys):
 
 def test_backfill_cli_through_dagster(week, tmp_path, capsys):
     cfg = write_config(tmp_path, week)
-    rc = cli_main(
-        [
-            "backfill",
-            "atlas",
-            "--since",
-            DAY1,
-            "--until",
-            "2026-11-12",
-            "--config",
-            str(cfg),
-            "--instance",
-            str(tmp_path / "dagster"),
-        ]
-    )
+    rc = cli_main(["backfill", "atlas", "--since", DAY1, "--until", "2026-11-12",
+                   "--config", str(cfg), "--instance", str(tmp_path / "dagster")])
     assert rc == 0
     err = capsys.readouterr().err
     assert "2 windows done, 0 failed" in err and "through Dagster" in err
@@ -280,9 +257,8 @@ def test_backfill_cli_through_dagster(week, tmp_path, capsys):
 
 def test_backfill_cli_names_a_failed_window(week, tmp_path, capsys):
     cfg = write_config(tmp_path, week, broken=str(tmp_path / "missing.jsonl"))
-    rc = cli_main(
-        ["backfill", "broken", "--since", DAY1, "--until", DAY2, "--config", str(cfg), "--direct"]
-    )
+    rc = cli_main(["backfill", "broken", "--since", DAY1, "--until", DAY2,
+                   "--config", str(cfg), "--direct"])
     assert rc == 1
     err = capsys.readouterr().err
     assert "1 failed" in err and "scheduler unreachable" in err and "missing.jsonl" in err
@@ -315,24 +291,12 @@ def test_the_current_window_is_a_partition_and_a_future_one_fails_alone(week, tm
     cfg = write_config(tmp_path, week)
     today = datetime.now(timezone.utc).date()
     parts = window_partitions(load_config(cfg))
-    assert parts.has_partition_key(
-        MultiPartitionKey({CLUSTER_DIM: "atlas", WINDOW_DIM: today.isoformat()})
-    )
+    assert parts.has_partition_key(MultiPartitionKey({CLUSTER_DIM: "atlas",
+                                                      WINDOW_DIM: today.isoformat()}))
     later = today + timedelta(days=3)
-    rc = cli_main(
-        [
-            "backfill",
-            "atlas",
-            "--since",
-            today.isoformat(),
-            "--until",
-            (later + timedelta(days=1)).isoformat(),
-            "--config",
-            str(cfg),
-            "--instance",
-            str(tmp_path / "dagster"),
-        ]
-    )
+    rc = cli_main(["backfill", "atlas", "--since", today.isoformat(),
+                   "--until", (later + timedelta(days=1)).isoformat(),
+                   "--config", str(cfg), "--instance", str(tmp_path / "dagster")])
     err = capsys.readouterr().err
     assert rc == 1, err
     assert f"{today} done:" in err and f"{later}: window {later} is not a partition" in err

@@ -98,17 +98,15 @@ def test_window_run_on_postgres_instance_storage(tmp_path):
 
     jsonl = week_data.generate(tmp_path / "week", jobs=40, seed=5)
     # psycopg2 URL for Dagster (postgresql://...), our own psycopg3 URL for the results
-    dagster_url = (
-        make_url(PG_URL).set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
+    dagster_url = make_url(PG_URL).set(drivername="postgresql+psycopg2").render_as_string(
+        hide_password=False
     )
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text(
         yaml.safe_dump(
-            {
-                "storage": {"postgres": {"postgres_url": dagster_url}},
-                "telemetry": {"enabled": False},
-            }
+            {"storage": {"postgres": {"postgres_url": dagster_url}},
+             "telemetry": {"enabled": False}}
         )
     )
     (tmp_path / "attribution.yaml").write_text(

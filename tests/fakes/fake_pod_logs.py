@@ -64,8 +64,7 @@ class FakeKube:
         if since is not None:
             cut = self.now - timedelta(seconds=int(since))
             kept = [
-                ln
-                for ln in data.splitlines(keepends=True)
+                ln for ln in data.splitlines(keepends=True)
                 if datetime.fromisoformat(ln[:26].decode() + "+00:00") >= cut.replace(microsecond=0)
             ]
             data = b"".join(kept)
@@ -77,8 +76,7 @@ class FakeKube:
     def _pod_list(self, ns: str | None, req: Any) -> dict[str, Any]:
         sel = dict(p.split("=", 1) for p in (req.arg("labelSelector") or "").split(",") if p)
         items = [
-            p
-            for (pns, _), p in self.pods.items()
+            p for (pns, _), p in self.pods.items()
             if (ns is None or pns == ns)
             and all(p["metadata"]["labels"].get(k) == v for k, v in sel.items())
         ]
@@ -96,9 +94,5 @@ class FakeKube:
             if "involvedObject.kind" in sel and obj.get("kind") != sel["involvedObject.kind"]:
                 continue
             out.append(ev)
-        return {
-            "kind": "EventList",
-            "apiVersion": "v1",
-            "metadata": {"resourceVersion": "1"},
-            "items": out,
-        }
+        return {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+                "items": out}

@@ -49,7 +49,8 @@ def comparable(result: dict) -> dict:
     kept, and the note counting damaged lines (export.NOT_REPRODUCED, DAMAGE_NOTE)."""
     r = dict(result)
     r.pop("analyzed_at")
-    r["coverage"] = [{k: v for k, v in c.items() if k not in NOT_REPRODUCED} for c in r["coverage"]]
+    r["coverage"] = [{k: v for k, v in c.items() if k not in NOT_REPRODUCED}
+                     for c in r["coverage"]]
     r["notes"] = [n for n in r["notes"] if not DAMAGE_NOTE.match(n)]
     # a file locator names its case directory: the export is another directory
     for ev in [link["evidence"] for link in r["symptom_chain"]] + r["evidence"]:
@@ -133,10 +134,8 @@ def test_export_then_analyze_gives_the_same_result(case, lab, tmp_path, capsys):
         assert (int(empty.group(1)) if empty else 0) == sum(1 for t in written if not t)
     total = int(re.search(r"(\d+) log lines kept", printed.splitlines()[0]).group(1))
     assert total == sum(
-        int(re.match(r"(\d+) lines? kept", w).group(1))
-        for r, w in listed.items()
-        if r.startswith("logs/") and re.match(r"\d+ lines? kept", w)
-    )
+        int(re.match(r"(\d+) lines? kept", w).group(1)) for r, w in listed.items()
+        if r.startswith("logs/") and re.match(r"\d+ lines? kept", w))
 
 
 def test_the_gzip_sample_exports_gzip_under_the_same_names(lab, tmp_path, capsys):
@@ -145,24 +144,17 @@ def test_the_gzip_sample_exports_gzip_under_the_same_names(lab, tmp_path, capsys
     assert main(["--config", str(lab), "export", f"lab/{job}", str(out)]) == 0
     names = sorted(str(p.relative_to(out)) for p in (out / "logs").rglob("*") if p.is_file())
     assert names and all(n.endswith(".gz") for n in names)
-    assert set(names) <= {
-        str(p.relative_to(SAMPLES / "gzip-logs"))
-        for p in (SAMPLES / "gzip-logs" / "logs").rglob("*.gz")
-    }
+    assert set(names) <= {str(p.relative_to(SAMPLES / "gzip-logs"))
+                          for p in (SAMPLES / "gzip-logs" / "logs").rglob("*.gz")}
     for n in names:
         gzip.decompress((out / n).read_bytes())  # real gzip
     assert " gzip" in capsys.readouterr().out
 
 
 CTX = ExecutionContext(
-    job_id="7",
-    scheduler="slurm",
-    cluster="c",
-    state="FAILED",
-    exit_code=1,
+    job_id="7", scheduler="slurm", cluster="c", state="FAILED", exit_code=1,
     start=datetime(2026, 11, 2, 10, tzinfo=timezone.utc),
-    end=datetime(2026, 11, 2, 11, tzinfo=timezone.utc),
-    nodes=["node-a"],
+    end=datetime(2026, 11, 2, 11, tzinfo=timezone.utc), nodes=["node-a"],
 )
 T = datetime(2026, 11, 2, 10, 30, tzinfo=timezone.utc)
 
@@ -172,14 +164,8 @@ def at(path: str, line: int) -> FileLine:
 
 
 def rec(locator: Locator, text: str, **kw) -> RawRecord:
-    return RawRecord(
-        source=kw.pop("source", "files"),
-        node="node-a",
-        locator=locator,
-        time=kw.pop("time", T),
-        text=text,
-        **kw,
-    )
+    return RawRecord(source=kw.pop("source", "files"), node="node-a", locator=locator,
+                     time=kw.pop("time", T), text=text, **kw)
 
 
 @pytest.mark.parametrize("name", ["kern.log", "kern.log.gz"])
@@ -204,26 +190,13 @@ def test_untimed_lines_keep_their_interval_through_time_lines(tmp_path):
     """An untimed kept line whose earlier and later timed lines were not kept: the export
     writes their times in the free lines around it, not the text of other lines."""
     t0, t1 = T, T + timedelta(seconds=40)
-    raw = RawEvidence(
-        job_id="7",
-        records=[
-            rec(at("logs/node-a/app.log", 3), "2026-11-02T10:29:00Z step 1"),
-            rec(
-                at("logs/node-a/app.log", 10),
-                "RuntimeError: CUDA error: an illegal memory access",
-                time=t0,
-                time_quality="inherited",
-                time_latest=t1,
-            ),
-            rec(
-                at("logs/node-a/app.log", 11),
-                "Traceback (most recent call last):",
-                time=t0,
-                time_quality="inherited",
-                time_latest=t1,
-            ),
-        ],
-    )
+    raw = RawEvidence(job_id="7", records=[
+        rec(at("logs/node-a/app.log", 3), "2026-11-02T10:29:00Z step 1"),
+        rec(at("logs/node-a/app.log", 10), "RuntimeError: CUDA error: an illegal memory access",
+            time=t0, time_quality="inherited", time_latest=t1),
+        rec(at("logs/node-a/app.log", 11), "Traceback (most recent call last):", time=t0,
+            time_quality="inherited", time_latest=t1),
+    ])
     write_case(tmp_path / "case", CTX, raw)
     lines = read_lines(tmp_path / "case" / "logs" / "node-a" / "app.log")
     assert lines[2] == "2026-11-02T10:29:00Z step 1"
@@ -236,89 +209,42 @@ def test_untimed_lines_keep_their_interval_through_time_lines(tmp_path):
 def test_backend_lines_and_queried_samples_are_written_in_order(tmp_path):
     """Loki lines have no file line: one after the other, their time as a prefix; samples
     of a .prom file go to their line, Prometheus answers to metrics/exported.prom."""
-    loki = rec(
-        QueryAt(language="logql", query='{host="node-a"}', at_ns=1793615400000000000),
-        "Xid 79 on the bus",
-        source="loki",
-        stream="kern",
-    )
-    raw = RawEvidence(
-        job_id="7",
-        records=[loki],
-        samples=[
-            MetricSample(
-                source="files",
-                node="node-a",
-                locator=at("metrics/dcgm.prom", 4),
-                time=T,
-                name="DCGM_FI_DEV_XID_ERRORS",
-                labels={"Hostname": "node-a"},
-                value=79.0,
-            ),
-            MetricSample(
-                source="prometheus",
-                node="node-a",
-                locator=QueryAt(
-                    language="promql", query='up{instance="node-a"}', at_ns=1793615400000000000
-                ),
-                time=T,
-                name="up",
-                labels={"instance": "node-a"},
-                value=1234567.25,
-            ),
-        ],
-        coverage=[SourceCoverage(source="loki")],
-    )
+    loki = rec(QueryAt(language="logql", query='{host="node-a"}', at_ns=1793615400000000000),
+               "Xid 79 on the bus",
+               source="loki", stream="kern")
+    raw = RawEvidence(job_id="7", records=[loki], samples=[
+        MetricSample(source="files", node="node-a", locator=at("metrics/dcgm.prom", 4), time=T,
+                     name="DCGM_FI_DEV_XID_ERRORS", labels={"Hostname": "node-a"}, value=79.0),
+        MetricSample(source="prometheus", node="node-a",
+                     locator=QueryAt(language="promql", query='up{instance="node-a"}',
+                                     at_ns=1793615400000000000), time=T,
+                     name="up", labels={"instance": "node-a"}, value=1234567.25),
+    ], coverage=[SourceCoverage(source="loki")])
     summary = write_case(tmp_path / "case", CTX, raw)
     case = tmp_path / "case"
     assert read_lines(case / "logs" / "node-a" / "kern.log") == [
-        "2026-11-02T10:30:00+00:00 Xid 79 on the bus"
-    ]
+        "2026-11-02T10:30:00+00:00 Xid 79 on the bus"]
     ms = int(T.timestamp()) * 1000
     assert read_lines(case / "metrics" / "dcgm.prom") == [
-        "",
-        "",
-        "",
-        f'DCGM_FI_DEV_XID_ERRORS{{Hostname="node-a"}} 79 {ms}',
-    ]
+        "", "", "", f'DCGM_FI_DEV_XID_ERRORS{{Hostname="node-a"}} 79 {ms}']
     assert read_lines(case / "metrics" / "exported.prom") == [
-        f'up{{instance="node-a"}} 1234567.25 {ms}'
-    ]  # full precision, not 1.23457e+06
+        f'up{{instance="node-a"}} 1234567.25 {ms}']  # full precision, not 1.23457e+06
     assert summary.samples == 2 and summary.lines == 1
 
 
-@pytest.mark.parametrize(
-    ("locator", "expected"),
-    [
-        (FileLine(root="c", path="logs/node-b/kern.log", line=32), ("logs/node-b/kern.log", 32)),
-        (FileLine(path="metrics/dcgm.prom.gz", line=7), ("metrics/dcgm.prom.gz", 7)),
-        (
-            FileLine(root="/shared", path="/shared/logs/node-b/kern.log", line=5),
-            ("/shared/logs/node-b/kern.log", 5),
-        ),
-        (
-            QueryAt(language="logql", query='{host="node-b",job="x"}', at_ns=1793615400000000000),
-            None,
-        ),
-        (
-            QueryAt(language="promql", query='up{instance="a:9100"}', at_ns=1793615400000000000),
-            None,
-        ),
-        (
-            KubeObject(
-                kind="pod_log",
-                namespace="ns",
-                name="p",
-                container="c",
-                field="2026-11-02T10:00:00Z",
-            ),
-            None,
-        ),
-        (FileLine(path="context.json", field="state"), None),
-        (FileLine(path="logs/node-b/kern.log", line=0), None),
-        (Note(text="logs/node-b/kern.log:32"), None),
-    ],
-)
+@pytest.mark.parametrize(("locator", "expected"), [
+    (FileLine(root="c", path="logs/node-b/kern.log", line=32), ("logs/node-b/kern.log", 32)),
+    (FileLine(path="metrics/dcgm.prom.gz", line=7), ("metrics/dcgm.prom.gz", 7)),
+    (FileLine(root="/shared", path="/shared/logs/node-b/kern.log", line=5),
+     ("/shared/logs/node-b/kern.log", 5)),
+    (QueryAt(language="logql", query='{host="node-b",job="x"}', at_ns=1793615400000000000), None),
+    (QueryAt(language="promql", query='up{instance="a:9100"}', at_ns=1793615400000000000), None),
+    (KubeObject(kind="pod_log", namespace="ns", name="p", container="c",
+                field="2026-11-02T10:00:00Z"), None),
+    (FileLine(path="context.json", field="state"), None),
+    (FileLine(path="logs/node-b/kern.log", line=0), None),
+    (Note(text="logs/node-b/kern.log:32"), None),
+])
 def test_file_line_reads_a_locator(locator, expected):
     assert file_line(locator) == expected
 
@@ -336,9 +262,8 @@ def test_export_refuses_an_existing_case(lab, tmp_path, capsys):
 HELDOUT = Path(__file__).resolve().parents[1] / "heldout"
 
 
-@pytest.mark.parametrize(
-    "case", sorted(p.parent for p in HELDOUT.rglob("context.json")), ids=lambda p: p.name
-)
+@pytest.mark.parametrize("case", sorted(p.parent for p in HELDOUT.rglob("context.json")),
+                         ids=lambda p: p.name)
 def test_export_of_a_heldout_case_analyses_the_same(case, tmp_path, capsys):
     """The held-out cases too (one static scheduler per case: some share a job id)."""
     cfg = tmp_path / "attribution.yaml"
@@ -359,11 +284,9 @@ def test_a_file_outside_the_case_goes_under_its_node_and_an_empty_node_stays_rea
     so the export still reads it (coverage nodes_read)."""
     ctx = CTX.model_copy(update={"nodes": ["node-a", "node-b"]})
     text = "2026-11-02T10:30:00Z node-a kernel: mlx5_core 0000:3b:00.0: Link down"
-    raw = RawEvidence(
-        job_id="7",
-        records=[rec(at("/shared/logs/node-a/kern.log", 5), text)],
-        coverage=[SourceCoverage(source="files:logs", nodes_read=["node-a", "node-b"])],
-    )
+    raw = RawEvidence(job_id="7", records=[rec(at("/shared/logs/node-a/kern.log", 5), text)],
+                      coverage=[SourceCoverage(source="files:logs", nodes_read=["node-a",
+                                                                                "node-b"])])
     summary = write_case(tmp_path / "case", ctx, raw)
     assert read_lines(tmp_path / "case" / "logs" / "node-a" / "kern.log") == [""] * 4 + [text]
     empty = tmp_path / "case" / "logs" / "node-b" / "no-lines-kept.log"
@@ -372,8 +295,7 @@ def test_a_file_outside_the_case_goes_under_its_node_and_an_empty_node_stays_rea
     from attribution_dagster.reports.export import describe
 
     assert describe(summary)[-1] == (
-        "logs/node-b/no-lines-kept.log: empty (the node's files were read, no line kept)"
-    )
+        "logs/node-b/no-lines-kept.log: empty (the node's files were read, no line kept)")
 
 
 def test_a_time_line_holds_no_anchor_so_it_is_never_evidence():

@@ -126,9 +126,8 @@ def test_planted_repeat_offenders_are_found(warehouse):
     assert len(switch.jobs) == n_sw and all(j.startswith("atlas/") for j in switch.jobs)
     assert all(len(o.jobs) >= 2 for o in rep.offenders)
     # the previous week's jobs do not leak into this week's offenders
-    week_jobs = {
-        f"atlas/{c.job_id}" for c in map(ExecutionContext.model_validate_json, warehouse[1].open())
-    }
+    week_jobs = {f"atlas/{c.job_id}" for c in map(
+        ExecutionContext.model_validate_json, warehouse[1].open())}
     assert all(set(o.jobs) <= week_jobs for o in rep.offenders)
 
 
@@ -202,11 +201,8 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
     with warnings.catch_warnings():
         # no run_request_for_partition, no dagster/partition/<dimension> tag keys
         warnings.simplefilter("error", DeprecationWarning)
-        with build_schedule_context(
-            instance=instance,
-            scheduled_execution_time=when,
-            repository_def=defs.get_repository_def(),
-        ) as ctx:
+        with build_schedule_context(instance=instance, scheduled_execution_time=when,
+                                    repository_def=defs.get_repository_def()) as ctx:
             requests = schedule.evaluate_tick(ctx).run_requests
     keys = sorted(str(rq.partition_key) for rq in requests)
     assert keys == ["atlas|2026-11-09", "fleet|2026-11-09"]
@@ -252,11 +248,9 @@ def test_split_accounting(warehouse):
     infra = sum(v for k, v in by_cat.items() if k.startswith(report.INFRA_PREFIXES))
     assert t.by_class[report.INFRA] == infra
     assert t.by_class[report.APPLICATION] == sum(
-        v for k, v in by_cat.items() if k.startswith("app.")
-    )
+        v for k, v in by_cat.items() if k.startswith("app."))
     assert t.by_class[report.SCHEDULER] >= sum(
-        v for k, v in by_cat.items() if k.startswith("scheduler.")
-    )
+        v for k, v in by_cat.items() if k.startswith("scheduler."))
     assert t.by_class[report.SCHEDULER] > 0 and t.by_class[report.APPLICATION] > 0
     want = sum(v for k, v in t.gpu_hours_lost.items() if k.startswith(report.INFRA_PREFIXES))
     assert t.fleet_gpu_hours == pytest.approx(want, abs=0.5)
@@ -299,28 +293,18 @@ def test_unknown_gpu_counts_are_words_not_zero(tmp_path):
 def _two_weeks() -> report.WeeklyReport:
     monday = datetime(2026, 11, 9, tzinfo=timezone.utc)
     this = report.WeekStats(
-        jobs=20,
-        failed=9,
-        by_status={"attributed": 7, "ambiguous": 2, "not_failed": 11},
+        jobs=20, failed=9, by_status={"attributed": 7, "ambiguous": 2, "not_failed": 11},
         by_category={"gpu.lost": 4, "app.error": 2, "storage": 1},
         gpu_hours_lost={"gpu.lost": 96.0, "ambiguous": 10.0, "app.error": 4.5, "storage": 2.0},
         gpu_hours_lost_total=112.5,
         daily={"2026-11-09": {"attributed": 3, "not_failed": 1}, "2026-11-10": {"ambiguous": 2}},
     )
     previous = report.WeekStats(
-        jobs=10,
-        failed=5,
-        by_status={"attributed": 4, "unattributed": 1},
+        jobs=10, failed=5, by_status={"attributed": 4, "unattributed": 1},
         by_category={"gpu.lost": 1, "network.fabric": 3},  # network.fabric: last week only
     )
-    return report.WeeklyReport(
-        scope="atlas",
-        week="2026-W46",
-        start=monday,
-        end=monday + timedelta(days=7),
-        this=this,
-        previous=previous,
-    )
+    return report.WeeklyReport(scope="atlas", week="2026-W46", start=monday,
+                               end=monday + timedelta(days=7), this=this, previous=previous)
 
 
 def test_charts_follow_the_table_and_keep_last_weeks_categories():
@@ -329,14 +313,8 @@ def test_charts_follow_the_table_and_keep_last_weeks_categories():
     data = report.chart_data(rep)
     bars = data["failed_by_category"]
     assert bars["labels"] == [r[0] for r in rows]  # the table's order, top to bottom
-    assert bars["labels"] == [
-        "gpu.lost",
-        "app.error",
-        "storage",
-        "ambiguous",
-        "network.fabric",
-        "unattributed",
-    ]
+    assert bars["labels"] == ["gpu.lost", "app.error", "storage", "ambiguous",
+                              "network.fabric", "unattributed"]
     by = dict(zip(bars["labels"], zip(bars["this"], bars["previous"], strict=True), strict=True))
     assert by["network.fabric"] == (0, 3) and by["unattributed"] == (0, 1)
     change = {r[0]: r[-1] for r in rows}
@@ -359,7 +337,8 @@ def test_chart_axes_legends_and_order():
         for name, axis in (("failed_by_category", "x"), ("jobs_per_day", "y")):
             a = figs[name].axes[0]
             lo, hi = a.get_xlim() if axis == "x" else a.get_ylim()
-            vals = [v for v in (a.get_xticks() if axis == "x" else a.get_yticks()) if lo <= v <= hi]
+            vals = [v for v in (a.get_xticks() if axis == "x" else a.get_yticks())
+                    if lo <= v <= hi]
             assert vals and all(float(v).is_integer() for v in vals), (name, vals)
             # the legend sits right of the plot, not over a bar
             fig = figs[name]

@@ -9,7 +9,7 @@ def test_a_cell_stays_one_cell_on_one_line() -> None:
     assert markdown_cell("a|b\nc\r\x00`x`") == "a\\|b c \ufffd'x'"
     assert markdown_cell(None) == ""
     assert markdown_cell("x" * 10, limit=5) == "xxxx…"
-    assert markdown_cell(Code('{host="a|b"} `q`')) == "`{host=\"a\\|b\"} 'q'`"
+    assert markdown_cell(Code("{host=\"a|b\"} `q`")) == "`{host=\"a\\|b\"} 'q'`"
 
 
 def test_table_shape_and_more_line() -> None:

@@ -30,6 +30,8 @@ def ctx(state: JobState = JobState.FAILED) -> ExecutionContext:
     )
 
 
+
+
 def counters(node: str, gpu: int, start: float, n: int, delta: int = 900) -> list[Observation]:
     return [
         ob("nvlink_counter", node, start + 2 * i, gpu=gpu, attrs={"origin": "dcgm", "delta": delta})

@@ -109,36 +109,19 @@ def _dump(rank: int, enq: int, done: int, ops: dict[int, tuple[str, list, str]] 
     entries = []
     for seq in range(enq - 3, enq + 1):
         name, sizes, dtype = (ops or {}).get(seq, ("nccl:all_reduce", [[4, 4]], "Float"))
-        entries.append(
-            {
-                "record_id": seq,
-                "pg_id": 0,
-                "collective_seq_id": seq,
-                "profiling_name": name,
-                "state": "completed" if seq <= done else "scheduled",
-                "input_sizes": sizes,
-                "input_dtypes": [dtype],
-                "time_created_ns": 1_790_000_000_000_000_000 + seq,
-                "timeout_ms": 600000,
-            }
-        )
-    return from_plain(
-        {
-            "version": "2.4",
-            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}},
-            "pg_status": {
-                "0": {
-                    "last_enqueued_collective": enq,
-                    "last_started_collective": enq,
-                    "last_completed_collective": done,
-                }
-            },
-            "entries": entries,
-        },
-        f"dumps/nccl_trace_rank_{rank}",
-        rank,
-        None,
-    )
+        entries.append({
+            "record_id": seq, "pg_id": 0, "collective_seq_id": seq, "profiling_name": name,
+            "state": "completed" if seq <= done else "scheduled", "input_sizes": sizes,
+            "input_dtypes": [dtype], "time_created_ns": 1_790_000_000_000_000_000 + seq,
+            "timeout_ms": 600000,
+        })
+    return from_plain({
+        "version": "2.4",
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}},
+        "pg_status": {"0": {"last_enqueued_collective": enq, "last_started_collective": enq,
+                            "last_completed_collective": done}},
+        "entries": entries,
+    }, f"dumps/nccl_trace_rank_{rank}", rank, None)
 
 
 def test_compare_finds_the_missing_rank() -> None:
@@ -162,10 +145,8 @@ def test_compare_finds_the_mismatch(odd, error_type) -> None:
 
 
 def test_a_tie_names_no_culprit() -> None:
-    dumps = [
-        _dump(r, 9, 8, {7: ("nccl:all_gather", [[4, 4]], "Float")} if r < 2 else None)
-        for r in range(4)
-    ]
+    dumps = [_dump(r, 9, 8, {7: ("nccl:all_gather", [[4, 4]], "Float")} if r < 2 else None)
+             for r in range(4)]
     found = [f for f in compare(dumps) if f.what == "mismatch"]
     assert [(f.rank, f.error_type) for f in found] == [(-1, "UNDECIDED")]
 
@@ -180,35 +161,21 @@ def test_dumps_round_trip_through_export_layout(tmp_path: Path) -> None:
 
 # ---- the analysis -----------------------------------------------------------------------------
 
-CTX = ExecutionContext.model_validate(
-    {
-        "job_id": "1",
-        "scheduler": "static",
-        "state": "FAILED",
-        "start": "2026-11-02T10:00:00Z",
-        "end": "2026-11-02T11:00:00Z",
-        "nodes": ["n1", "n2", "n3", "n4"],
-    }
-)
+CTX = ExecutionContext.model_validate({
+    "job_id": "1", "scheduler": "static", "state": "FAILED",
+    "start": "2026-11-02T10:00:00Z", "end": "2026-11-02T11:00:00Z",
+    "nodes": ["n1", "n2", "n3", "n4"],
+})
 T = datetime(2026, 11, 2, 10, 30, tzinfo=timezone.utc)
 
 
 def _progress(node: str, rank: int, enq: int, done: int) -> Observation:
     return Observation(
-        kind="collective_progress",
-        node=node,
-        time=T + timedelta(seconds=rank),
-        attrs={
-            "rank": rank,
-            "global_rank": rank,
-            "pg": 0,
-            "last_enqueued": enq,
-            "last_completed": done,
-            "tool": "watchdog",
-        },
+        kind="collective_progress", node=node, time=T + timedelta(seconds=rank),
+        attrs={"rank": rank, "global_rank": rank, "pg": 0, "last_enqueued": enq,
+               "last_completed": done, "tool": "watchdog"},
         excerpt=f"[Rank {rank}] last enqueued NCCL work: {enq}, last completed NCCL work: {done}",
-        source="files",
-        locator=f"logs/{node}/app.log:{rank + 1}",
+        source="files", locator=f"logs/{node}/app.log:{rank + 1}",
         parser="torch_collective_progress",
     )
 
@@ -227,7 +194,8 @@ def test_when_all_enqueued_the_lowest_completed_is_the_lead() -> None:
 
 def test_too_many_laggards_name_no_suspect() -> None:
     # ranks 1, 5 and 9 on three different nodes are behind: a job-wide stall, not one rank
-    obs = [_progress(f"n{r // 4 + 1}", r, 411 if r in (1, 5, 9) else 412, 411) for r in range(16)]
+    obs = [_progress(f"n{r // 4 + 1}", r, 411 if r in (1, 5, 9) else 412, 411)
+           for r in range(16)]
     hang = hangs.analyze(CTX, obs)
     assert hang.leads == [] and hang.verdict == "too_many"
     assert any("too many" in n for n in hang.notes)
@@ -235,19 +203,11 @@ def test_too_many_laggards_name_no_suspect() -> None:
 
 def test_conflicting_sources_name_no_suspect() -> None:
     obs = [_progress(f"n{r // 2 + 1}", r, 412 if r != 5 else 411, 411) for r in range(8)]
-    obs.append(
-        Observation(
-            kind="rank_unreachable",
-            node="n1",
-            gpu=1,
-            time=T,
-            attrs={"pid": 7, "what": "dead"},
-            excerpt="Process 7 on node n1 managing GPU 1",
-            source="files",
-            locator="logs/n1/ras.txt:3",
-            parser="ncclras_process",
-        )
-    )
+    obs.append(Observation(
+        kind="rank_unreachable", node="n1", gpu=1, time=T, attrs={"pid": 7, "what": "dead"},
+        excerpt="Process 7 on node n1 managing GPU 1", source="files",
+        locator="logs/n1/ras.txt:3", parser="ncclras_process",
+    ))
     hang = hangs.analyze(CTX, obs)
     assert hang.leads == [] and hang.verdict == "conflict"
     assert any("disagree" in n for n in hang.notes)
@@ -285,14 +245,11 @@ def test_each_form_leads_to_its_straggler(sample: str, node: str, gpu: int, rank
 def test_the_straggler_breaks_the_tie_for_the_cause_on_its_node() -> None:
     result = analyze_case(SAMPLES / "hang-straggler-xid79")
     assert (result.status, result.category, result.suspect_nodes) == (
-        "attributed",
-        "gpu.lost",
-        ["node-b"],
+        "attributed", "gpu.lost", ["node-b"]
     )
     assert any("breaks the tie" in n for n in result.notes)
-    assert any(
-        lk.kind == "collective_progress" and lk.node == "node-b" for lk in result.symptom_chain
-    )
+    assert any(lk.kind == "collective_progress" and lk.node == "node-b"
+               for lk in result.symptom_chain)
     # without the straggler lines the same evidence is ambiguous
     assert analyze_case(SAMPLES / "ambiguous-xid-and-ib").status == "ambiguous"
 
@@ -300,9 +257,7 @@ def test_the_straggler_breaks_the_tie_for_the_cause_on_its_node() -> None:
 def test_a_collective_mismatch_is_an_app_error_on_the_culprit_node() -> None:
     result = analyze_case(SAMPLES / "hang-collective-mismatch")
     assert (result.status, result.category, result.suspect_nodes) == (
-        "attributed",
-        "app.error",
-        ["node-b"],
+        "attributed", "app.error", ["node-b"]
     )
 
 
@@ -322,11 +277,8 @@ def test_dumps_per_node_directories_name_the_node_without_init_lines(tmp_path: P
     (case / "logs").mkdir(parents=True)
     (case / "context.json").write_text((src / "context.json").read_text())
     for node_dir in (src / "logs").iterdir():
-        lines = [
-            x
-            for x in (node_dir / "app.log").read_text().splitlines()
-            if "NCCL INFO" not in x and "[rank" not in x
-        ]
+        lines = [x for x in (node_dir / "app.log").read_text().splitlines()
+                 if "NCCL INFO" not in x and "[rank" not in x]
         (case / "logs" / node_dir.name).mkdir()
         (case / "logs" / node_dir.name / "app.log").write_text("\n".join(lines) + "\n")
     nodes = ["node-a", "node-b", "node-c", "node-d"]

@@ -326,10 +326,7 @@ def test_host_less_echo_of_a_host_named_line_follows_it() -> None:
             job_id="42",
             records=[
                 RawRecord(
-                    source="files",
-                    node="node-a",
-                    time=t,
-                    text=text,
+                    source="files", node="node-a", time=t, text=text,
                     locator=FileLine(path="logs/node-a/slurm-42.out", line=n),
                 )  # fmt: skip
                 for n, t, text in lines
@@ -712,7 +709,9 @@ def test_docs_are_generated_from_catalog() -> None:
         assert f"`{p.spec.id}`" in md
     for kind in vocabulary().kinds:
         assert f"`{kind}`" in md
-    assert DOCS.exists(), "run: attribution parsers --markdown > docs/parsers.md (make docs)"
+    assert DOCS.exists(), (
+        "run: attribution parsers --markdown > docs/parsers.md (make docs)"
+    )
     assert DOCS.read_text(encoding="utf-8") == md, "docs/parsers.md is stale: regenerate it"
 
 

@@ -172,7 +172,9 @@ def test_docs_are_generated_from_the_catalog() -> None:
     md = rules_markdown(ENGINE)
     for r in RULES:
         assert f"`{r.id}`" in md
-    assert DOCS.exists(), "run: attribution rules --markdown > docs/rules.md (make docs)"
+    assert DOCS.exists(), (
+        "run: attribution rules --markdown > docs/rules.md (make docs)"
+    )
     assert DOCS.read_text() == md, "docs/rules.md is stale; regenerate it"
 
 

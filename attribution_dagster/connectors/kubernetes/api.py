@@ -70,3 +70,4 @@ def build_api_client(
                 cfg.api_key_prefix = {"authorization": "Bearer"}
     cfg.retries = 0  # one attempt per request: see the module docstring
     return ApiClient(configuration=cfg)
+

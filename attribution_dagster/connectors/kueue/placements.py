@@ -181,7 +181,9 @@ class PodPlacement(BaseModel):
     owner: str | None = Field(default=None, description="'JobSet/<name>' or 'Job/<name>'")
 
 
-def store_reader(url: str, password_env: str | None) -> PlacementReader:
+def store_reader(
+    url: str, password_env: str | None
+) -> PlacementReader:
     """`(cluster, namespace, workload) -> [PodRef]` over the store at `url` (the password
     from `password_env`), opened on first read."""
     password = os.environ.get(password_env) if password_env else None

@@ -467,7 +467,9 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
                 for value in stream.get("values") or []:
                     out.append((labels, key, int(value[0]), str(value[1])))
         except (AttributeError, TypeError, ValueError, IndexError, KeyError):
-            raise Fatal(f"loki at {self.config.url} answered streams in an unknown shape") from None
+            raise Fatal(
+                f"loki at {self.config.url} answered streams in an unknown shape"
+            ) from None
         return out
 
     # -- entries -> records -------------------------------------------------------------

@@ -283,6 +283,7 @@ class Liveness:
                 f"(max_progress_queries={self.config.max_progress_queries})"
             )
 
+
     def _backward(
         self, st: Fetch, query: str, t: int, step: int, limit: int, what: str
     ) -> list[Entry] | None:
@@ -303,3 +304,4 @@ class Liveness:
             return None
         st.ok_queries += 1
         return entries
+

@@ -87,6 +87,7 @@ def parse_duration_ns(text: str) -> int | None:
     return int(sum(float(n) * _UNITNS[u] for n, u in parts))
 
 
+
 class Selecting(Protocol):
     """What a selector needs of the configuration (LokiConfig)."""
 
@@ -147,3 +148,4 @@ def classify_400(message: str) -> tuple[str, int | None] | None:
             return kind, parse_duration_ns(raw)
         return kind, None
     return None
+

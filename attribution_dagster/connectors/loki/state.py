@@ -95,6 +95,7 @@ class Fetch:
     matcher: re.Pattern[str] | None = None  # client-side filter when nothing is pushed down
 
 
+
 def lines_after(entries: list[tuple[int, str]], hit: Hit) -> list[str] | None:
     """The lines following the hit's entry in a continuation read (None: not covered)."""
     for k, (ts, line) in enumerate(entries):

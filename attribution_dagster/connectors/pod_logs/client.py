@@ -261,15 +261,12 @@ class PodLogsClient(OwnLineCap, StreamReads, EventReads):
             what = f"list pods -l {selector}" + (f" -n {ns}" if ns else " -A")
             if ns:
                 call = lambda ns=ns: self.api.list_namespaced_pod(  # noqa: E731
-                    ns,
-                    label_selector=selector,
-                    _preload_content=False,
+                    ns, label_selector=selector, _preload_content=False,
                     _request_timeout=self._timeout,
                 )
             else:
                 call = lambda: self.api.list_pod_for_all_namespaces(  # noqa: E731
-                    label_selector=selector,
-                    _preload_content=False,
+                    label_selector=selector, _preload_content=False,
                     _request_timeout=self._timeout,
                 )
             data = self._get_json(run, what, call)
@@ -283,13 +280,8 @@ class PodLogsClient(OwnLineCap, StreamReads, EventReads):
                 continue
             containers = [c.get("name") for c in spec.get("containers") or [] if c.get("name")]
             pods.append(
-                Pod(
-                    meta.get("namespace", ""),
-                    meta.get("name", ""),
-                    spec.get("nodeName"),
-                    node,
-                    containers,
-                )
+                Pod(meta.get("namespace", ""), meta.get("name", ""), spec.get("nodeName"),
+                     node, containers)
             )
         if not pods:
             run.error(f"pod_logs: no pod matching {selector!r} ran on the job's nodes")

@@ -59,11 +59,7 @@ class EventReads:
             )
 
     def _list_events(
-        self,
-        run: Run,
-        what: str,
-        call: Callable[[str | None], Any],
-        matcher: Matcher,
+        self, run: Run, what: str, call: Callable[[str | None], Any], matcher: Matcher,
         seen: set[str],
     ) -> None:
         cont: str | None = None
@@ -78,7 +74,9 @@ class EventReads:
             if not cont:
                 return
 
-    def _keep_event(self, run: Run, ev: dict[str, Any], matcher: Matcher, seen: set[str]) -> None:
+    def _keep_event(
+        self, run: Run, ev: dict[str, Any], matcher: Matcher, seen: set[str]
+    ) -> None:
         meta = ev.get("metadata") or {}
         ref = KubeObject(
             kind="event", namespace=str(meta.get("namespace", "")), name=str(meta.get("name", ""))

@@ -43,7 +43,7 @@ class StreamReads:
         read_any = False
         for container in pod.containers:
             ends: list[Ends] = []  # previous, then current: kept when the current one ended
-            for previous in [True, False] if self.config.previous else [False]:
+            for previous in ([True, False] if self.config.previous else [False]):
                 if budget <= 0:
                     run.error(
                         f"pod {pod.ref}: log read stopped at max_bytes_per_pod "
@@ -70,14 +70,8 @@ class StreamReads:
             run.cov.pods_missing.append(pod.ref)
 
     def _read_stream(
-        self,
-        run: Run,
-        pod: Pod,
-        container: str,
-        previous: bool,
-        budget: int,
-        matcher: Matcher,
-        ends: list[Ends],
+        self, run: Run, pod: Pod, container: str, previous: bool, budget: int,
+        matcher: Matcher, ends: list[Ends],
     ) -> int | None:
         """Bytes read from one container log (-1: nothing to read there; None: stop this pod).
         A log read to its end appends where it stops to `ends`."""
@@ -122,14 +116,8 @@ class StreamReads:
         return got
 
     def _scan_stream(
-        self,
-        run: Run,
-        resp: Any,
-        pod: Pod,
-        container: str,
-        previous: bool,
-        matcher: Matcher,
-        what: str,
+        self, run: Run, resp: Any, pod: Pod, container: str, previous: bool,
+        matcher: Matcher, what: str,
     ) -> tuple[int, bool, Ends | None]:
         """(bytes read, stopped early because a line was past the window end, where the log
         stops: its last timed line and last progress line; None when the stream broke)."""
@@ -137,7 +125,6 @@ class StreamReads:
         # (byte budget, pending continuation lines, last timed and progress line, the window
         # edge) changes together; split into helpers, each would take and return all of it.
         cov, window = run.cov, run.window
-
         def where(field: str) -> KubeObject:  # this container log's line at `field`
             return KubeObject(
                 kind="pod_log", namespace=pod.namespace, name=pod.name, container=container,

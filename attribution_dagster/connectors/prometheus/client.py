@@ -223,9 +223,8 @@ class PrometheusClient:
             return f"check user {c.basic_user!r} and the password in ${c.basic_password_env}"
         return "it needs credentials: set bearer_token_env or basic_user/basic_password_env"
 
-    def request(
-        self, path: str, params: dict[str, Any], stats: _Stats, method: str = "POST"
-    ) -> Any:
+    def request(self, path: str, params: dict[str, Any], stats: _Stats,
+                method: str = "POST") -> Any:
         """One API call (POST, form-encoded, unless the endpoint is GET-only); returns `data`.
         Raises SourceError with one actionable line."""
         where = f"Prometheus at {self.config.url}"
@@ -337,7 +336,8 @@ class PrometheusClient:
                     f"({', '.join(cfg.node_labels)}); check node_labels and extra_selector"
                 )
             if keys:
-                data = ask("metric discovery", "/api/v1/label/__name__/values", match, method="GET")
+                data = ask("metric discovery", "/api/v1/label/__name__/values", match,
+                           method="GET")
                 if isinstance(data, list):
                     have = set(data)
                     families = [
@@ -362,7 +362,8 @@ class PrometheusClient:
                 if hits:
                     samples.extend(self._fetch_hits(fam, hits, index, length, end, ask, stats))
             # 4. which job nodes have any series of these families
-            data = ask("node presence", "/api/v1/query", {"query": sels.presence(all_names), **at})
+            data = ask("node presence", "/api/v1/query",
+                       {"query": sels.presence(all_names), **at})
             for row in self._result(data, stats, "node presence"):
                 node = self._resolve(row["metric"], index, keys)
                 if node:
@@ -371,15 +372,8 @@ class PrometheusClient:
             pass  # one line in errors already; the remaining queries would fail the same way
         return self._coverage(ctx, window, samples, read, stats)
 
-    def _ask(
-        self,
-        stats: _Stats,
-        what: str,
-        path: str,
-        params: dict[str, Any],
-        first: bool = False,
-        method: str = "POST",
-    ) -> Any:
+    def _ask(self, stats: _Stats, what: str, path: str, params: dict[str, Any],
+             first: bool = False, method: str = "POST") -> Any:
         """One call's `data`, or None with its error in `stats`; raises _Unreachable when
         every further call would fail alike."""
         try:
@@ -394,17 +388,10 @@ class PrometheusClient:
                 raise _Unreachable(str(exc), transient=exc.transient) from None
             return None
 
-    def _coverage(
-        self,
-        ctx: ExecutionContext,
-        window: Window,
-        samples: list[MetricSample],
-        read: set[str],
-        stats: _Stats,
-    ) -> tuple[list[MetricSample], SourceCoverage]:
-        kept = sorted(
-            (s for s in samples if window.contains(s.time)), key=lambda s: (s.time, s.name, s.node)
-        )
+    def _coverage(self, ctx: ExecutionContext, window: Window, samples: list[MetricSample],
+                  read: set[str], stats: _Stats) -> tuple[list[MetricSample], SourceCoverage]:
+        kept = sorted((s for s in samples if window.contains(s.time)),
+                      key=lambda s: (s.time, s.name, s.node))
         read = read | {s.node for s in samples}
         cov = SourceCoverage(
             source=self.name,
@@ -447,16 +434,8 @@ class PrometheusClient:
                 return node
         return None
 
-    def _fetch_hits(
-        self,
-        fam: MetricFamily,
-        hits: list[dict[str, Any]],
-        index: NodeIndex,
-        length: float,
-        end: float,
-        ask: Any,
-        stats: _Stats,
-    ) -> list[MetricSample]:
+    def _fetch_hits(self, fam: MetricFamily, hits: list[dict[str, Any]], index: NodeIndex,
+                    length: float, end: float, ask: Any, stats: _Stats) -> list[MetricSample]:
         """Raw samples (or, for long windows, stepped points) of the screened series."""
         cfg = self.config
         groups: dict[str, list[dict[str, str]]] = {}
@@ -491,21 +470,19 @@ class PrometheusClient:
                         continue
                     if not math.isfinite(value):
                         continue
-                    out.append(
-                        MetricSample(
-                            source="prometheus",
-                            node=node,
-                            locator=QueryAt(
-                                language="promql",
-                                query=series_selector(name, labels),
-                                at_ns=round(ts * 1000) * 1_000_000,  # Prometheus: ms resolution
-                            ),
-                            time=datetime.fromtimestamp(ts, tz=timezone.utc),
-                            name=name,
-                            labels=labels,
-                            value=value,
-                        )
-                    )
+                    out.append(MetricSample(
+                        source="prometheus",
+                        node=node,
+                        locator=QueryAt(
+                            language="promql",
+                            query=series_selector(name, labels),
+                            at_ns=round(ts * 1000) * 1_000_000,  # Prometheus: ms resolution
+                        ),
+                        time=datetime.fromtimestamp(ts, tz=timezone.utc),
+                        name=name,
+                        labels=labels,
+                        value=value,
+                    ))
         return out
 
 

@@ -88,21 +88,13 @@ class Selectors:
         return f"count by ({', '.join(self.keys)}) ({inner})"
 
 
-def fetch_selector(
-    names: Iterable[str],
-    key: str,
-    hosts: Iterable[str],
-    extra: str,
-    hits: Sequence[dict[str, str]],
-    max_values: int = 64,
-) -> str:
+def fetch_selector(names: Iterable[str], key: str, hosts: Iterable[str], extra: str,
+                   hits: Sequence[dict[str, str]], max_values: int = 64) -> str:
     """A selector for the raw samples of screened series: their names, their node label's
     exact values, and each other label all hits share with at most `max_values` values.
     It may select more (quiet) series than the hits, never fewer."""
-    matchers = [
-        f"__name__=~{promql_string(exact_regex(names))}",
-        f"{key}=~{promql_string(exact_regex(hosts))}",
-    ]
+    matchers = [f"__name__=~{promql_string(exact_regex(names))}",
+                f"{key}=~{promql_string(exact_regex(hosts))}"]
     if extra:
         matchers.append(extra)
     common = set.intersection(*(set(h) for h in hits)) if hits else set()

@@ -79,6 +79,28 @@ class StoredTopologySource:
         return self.stored.snapshots
 
 
+class CachedTopologySource:
+    """A source whose snapshots are reused for `ttl_seconds`: a topology changes over days,
+    and the CLI and the fleet path ask once per job (thousands of jobs a window). A failure
+    is not kept: the next job asks again."""
+
+    def __init__(self, source: TopologySource, ttl_seconds: float = 600.0) -> None:
+        self.source = source
+        self.name = source.name
+        self.ttl = ttl_seconds
+        self._kept: tuple[float, TopologySnapshots] | None = None
+
+    def snapshots(self) -> TopologySnapshots:
+        import time
+
+        now = time.monotonic()
+        if self._kept is not None and now - self._kept[0] < self.ttl:
+            return self._kept[1]
+        got = self.source.snapshots()
+        self._kept = (now, got)
+        return got
+
+
 def read_cluster_topology(cluster: str, sources: Sequence[TopologySource]) -> ClusterTopology:
     """Every source's snapshots now; a failing source is recorded, the others still count."""
     out = ClusterTopology(cluster=cluster, read_at=utc_now())

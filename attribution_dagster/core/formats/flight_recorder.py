@@ -214,7 +214,7 @@ def from_plain(data: Any, path: str, rank: int | None, node: str | None) -> Flig
             -KEEP_ENTRIES_PER_PG:
         ]
     ]
-    kept.sort(key=lambda x: x.record_id if x.record_id is not None else -1)
+    kept.sort(key=lambda x: (x.record_id if x.record_id is not None else -1))
     version = data.get("version")
     return FlightDump(
         path=path,
@@ -339,17 +339,10 @@ def compare(dumps: list[FlightDump]) -> list[Finding]:
             last = _entry(d, pg, enq)
             out.append(
                 Finding(
-                    what="progress",
-                    rank=d.rank,
-                    pg=pg,
-                    path=d.path,
-                    node=d.node,
-                    seq=enq,  # type: ignore[arg-type]
+                    what="progress", rank=d.rank, pg=pg, path=d.path, node=d.node, seq=enq,  # type: ignore[arg-type]
                     op=last.profiling_name if last else None,
                     state=last.state if last else None,
-                    last_enqueued=enq,
-                    last_started=sta,
-                    last_completed=com,
+                    last_enqueued=enq, last_started=sta, last_completed=com,
                     time_ns=last.time_created_ns if last else None,
                 )
             )
@@ -361,13 +354,8 @@ def compare(dumps: list[FlightDump]) -> list[Finding]:
                 if _entry(d, pg, top) is None:
                     out.append(
                         Finding(
-                            what="missing",
-                            rank=d.rank,
-                            pg=pg,
-                            path=d.path,
-                            node=d.node,  # type: ignore[arg-type]
-                            seq=top,
-                            op=ref.profiling_name if ref else None,
+                            what="missing", rank=d.rank, pg=pg, path=d.path, node=d.node,  # type: ignore[arg-type]
+                            seq=top, op=ref.profiling_name if ref else None,
                             last_enqueued=fronts[d.rank][0],
                             last_completed=fronts[d.rank][2],
                             detail=f"{len(there)} other rank(s) are in it",
@@ -375,14 +363,8 @@ def compare(dumps: list[FlightDump]) -> list[Finding]:
                         )
                     )
         # the first sequence number at which the ranks' collectives differ
-        seqs = sorted(
-            {
-                e.collective_seq_id
-                for d in ds
-                for e in d.entries
-                if e.pg_id == pg and not e.is_p2p and e.collective_seq_id
-            }
-        )
+        seqs = sorted({e.collective_seq_id for d in ds for e in d.entries
+                       if e.pg_id == pg and not e.is_p2p and e.collective_seq_id})
         for seq in seqs:
             here = {d.rank: (d, e) for d in ds if (e := _entry(d, pg, seq)) is not None}
             if len(here) < 2:
@@ -393,17 +375,9 @@ def compare(dumps: list[FlightDump]) -> list[Finding]:
             (major, n_major), *rest = sigs.most_common()
             if rest and rest[0][1] == n_major:
                 # a tie: no majority says which call was the odd one; name nobody
-                out.append(
-                    Finding(
-                        what="mismatch",
-                        rank=-1,
-                        pg=pg,
-                        path="",
-                        seq=seq,
-                        error_type="UNDECIDED",
-                        detail=f"{len(sigs)} different calls, no majority",
-                    )
-                )
+                out.append(Finding(what="mismatch", rank=-1, pg=pg, path="", seq=seq,
+                                   error_type="UNDECIDED",
+                                   detail=f"{len(sigs)} different calls, no majority"))
                 break
             for rank, (d, e) in sorted(here.items()):
                 if _signature(e) == major:
@@ -414,28 +388,16 @@ def compare(dumps: list[FlightDump]) -> list[Finding]:
                     detail = f"{e.profiling_name} where the others call {ref.profiling_name}"
                 elif e.input_sizes != ref.input_sizes:
                     kind = "SIZE_OR_SYNTAX_MISMATCH"
-                    detail = (
-                        f"{e.profiling_name} with input sizes {e.input_sizes} where "
-                        f"the others pass {ref.input_sizes}"
-                    )
+                    detail = (f"{e.profiling_name} with input sizes {e.input_sizes} where "
+                              f"the others pass {ref.input_sizes}")
                 else:
                     kind = "DTYPE_MISMATCH"
-                    detail = (
-                        f"{e.profiling_name} with dtype {e.input_dtypes} where the "
-                        f"others pass {ref.input_dtypes}"
-                    )
+                    detail = (f"{e.profiling_name} with dtype {e.input_dtypes} where the "
+                              f"others pass {ref.input_dtypes}")
                 out.append(
                     Finding(
-                        what="mismatch",
-                        rank=rank,
-                        pg=pg,
-                        path=d.path,
-                        node=d.node,
-                        seq=seq,  # type: ignore[arg-type]
-                        op=e.profiling_name,
-                        state=e.state,
-                        error_type=kind,
-                        detail=detail,
+                        what="mismatch", rank=rank, pg=pg, path=d.path, node=d.node, seq=seq,  # type: ignore[arg-type]
+                        op=e.profiling_name, state=e.state, error_type=kind, detail=detail,
                         time_ns=e.time_created_ns,
                     )
                 )

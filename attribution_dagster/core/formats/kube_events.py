@@ -144,7 +144,7 @@ def parse_time(value: Any) -> datetime | None:
     if dot:  # Python < 3.11 takes at most 6 fraction digits
         digits = re.match(r"\d+", rest)
         frac = digits.group(0) if digits else ""
-        text = f"{main}.{frac[:6].ljust(6, '0')}{rest[len(frac) :]}"
+        text = f"{main}.{frac[:6].ljust(6, '0')}{rest[len(frac):]}"
     try:
         return datetime.fromisoformat(text).astimezone(timezone.utc)
     except ValueError:

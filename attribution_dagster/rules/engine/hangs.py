@@ -68,65 +68,39 @@ def dump_observations(dumps: list[FlightDump]) -> list[Observation]:
         at = f.last_enqueued if f.what == "missing" else f.seq
         loc = DumpEntry(path=f.path or "dumps", pg=f.pg, seq=at)
         base: dict[str, Any] = dict(
-            node=node,
-            time=_t(f.time_ns),
-            time_quality="exact" if f.time_ns else "unknown",
-            source="files",
-            locator=loc,
-            parser="flight_recorder",
+            node=node, time=_t(f.time_ns), time_quality="exact" if f.time_ns else "unknown",
+            source="files", locator=loc, parser="flight_recorder",
         )
-        attrs: dict[str, Any] = {
-            "subject_rank": f.rank,
-            "pg": f.pg,
-            "seq": f.seq,
-            "tool": "flight_recorder",
-        }
+        attrs: dict[str, Any] = {"subject_rank": f.rank, "pg": f.pg, "seq": f.seq,
+                                 "tool": "flight_recorder"}
         if f.op:
             attrs["op"] = f.op
         if f.what == "progress":
-            attrs.update(
-                rank=f.rank,
-                global_rank=f.rank,
-                last_enqueued=f.last_enqueued,
-                last_started=f.last_started,
-                last_completed=f.last_completed,
-            )
-            excerpt = (
-                f"rank {f.rank} pg {f.pg}: last enqueued {f.last_enqueued}, last started "
-                f"{f.last_started}, last completed {f.last_completed}"
-                + (f" ({f.op} {f.state})" if f.op else "")
-            )
+            attrs.update(rank=f.rank, global_rank=f.rank, last_enqueued=f.last_enqueued,
+                         last_started=f.last_started, last_completed=f.last_completed)
+            excerpt = (f"rank {f.rank} pg {f.pg}: last enqueued {f.last_enqueued}, last started "
+                       f"{f.last_started}, last completed {f.last_completed}"
+                       + (f" ({f.op} {f.state})" if f.op else ""))
             out.append(
                 Observation(kind="collective_progress", attrs=attrs, excerpt=excerpt, **base)
             )
         elif f.what == "missing":
-            attrs.update(
-                ranks=str(f.rank), last_enqueued=f.last_enqueued, last_completed=f.last_completed
-            )
-            excerpt = (
-                f"rank {f.rank} has no entry for pg {f.pg} seq {f.seq}"
-                + (f" ({f.op})" if f.op else "")
-                + f": {f.detail}; its last enqueued "
-                f"is {f.last_enqueued}"
-            )
+            attrs.update(ranks=str(f.rank), last_enqueued=f.last_enqueued,
+                         last_completed=f.last_completed)
+            excerpt = (f"rank {f.rank} has no entry for pg {f.pg} seq {f.seq}"
+                       + (f" ({f.op})" if f.op else "") + f": {f.detail}; its last enqueued "
+                       f"is {f.last_enqueued}")
             out.append(Observation(kind="rank_missing", attrs=attrs, excerpt=excerpt, **base))
         elif f.what == "mismatch" and f.rank >= 0:
             attrs.update(rank=f.rank, error_type=f.error_type)
             excerpt = f"rank {f.rank} pg {f.pg} seq {f.seq}: {f.error_type}: {f.detail}"
-            out.append(
-                Observation(kind="collective_mismatch", attrs=attrs, excerpt=excerpt, **base)
-            )
+            out.append(Observation(kind="collective_mismatch", attrs=attrs, excerpt=excerpt,
+                                   **base))
         elif f.what == "mismatch":
             attrs.update(error_type=f.error_type, undecided=True)
             excerpt = f"pg {f.pg} seq {f.seq}: ranks disagree, {f.detail}"
-            out.append(
-                Observation(
-                    kind="collective_mismatch",
-                    attrs=attrs,
-                    excerpt=excerpt,
-                    **{**base, "node": "(no majority)"},
-                )
-            )
+            out.append(Observation(kind="collective_mismatch", attrs=attrs, excerpt=excerpt,
+                                   **{**base, "node": "(no majority)"}))
     return out
 
 
@@ -226,15 +200,9 @@ def place(ctx: ExecutionContext, observations: list[Observation]) -> list[Observ
                 attrs["logged_on"] = o.node
             if r in ranks.how:
                 attrs["rank_node_from"] = ranks.how[r]
-            out.append(
-                o.model_copy(
-                    update={
-                        "node": node,
-                        "gpu": gpu if gpu is not None else o.gpu,
-                        "attrs": attrs,
-                    }
-                )
-            )
+            out.append(o.model_copy(update={
+                "node": node, "gpu": gpu if gpu is not None else o.gpu, "attrs": attrs,
+            }))
     return out
 
 
@@ -245,13 +213,8 @@ def _about_ranks(o: Observation) -> list[int]:
         return []
     spec = o.attrs.get("ranks")
     if isinstance(spec, str) and o.kind == "rank_missing":
-        return sorted(
-            {
-                int(x)
-                for x in spec.replace("{", "").replace("}", "").split(",")
-                if x.strip().isdigit()
-            }
-        )
+        return sorted({int(x) for x in spec.replace("{", "").replace("}", "").split(",")
+                       if x.strip().isdigit()})
     r = o.attrs.get("subject_rank")
     return [r] if isinstance(r, int) and not isinstance(r, bool) else []
 
@@ -306,23 +269,19 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
     for (tool, pg), ranks in sorted(groups.items()):
         if len(ranks) < 2:
             continue
-        enq = {
-            r: max(_int(x.attrs.get("last_enqueued")) or 0 for x in xs) for r, xs in ranks.items()
-        }
-        com = {
-            r: max((_int(x.attrs.get("last_completed")) or 0) for x in xs)
-            for r, xs in ranks.items()
-        }
+        enq = {r: max(_int(x.attrs.get("last_enqueued")) or 0 for x in xs)
+               for r, xs in ranks.items()}
+        com = {r: max((_int(x.attrs.get("last_completed")) or 0) for x in xs)
+               for r, xs in ranks.items()}
         # the collective most ranks wait in (a rank may already have enqueued the next one)
         counts = Counter(enq.values())
         top = max(v for v, n in counts.items() if n == max(counts.values()))
         behind = sorted(r for r in ranks if enq[r] < top)
         if behind:
-            why = (
-                "last enqueued collective {e} while {n} other rank(s) of process group "
-                "{pg} enqueued {top}: it never reached the collective they wait in"
-            )
-            lag = {r: why.format(e=enq[r], n=counts[top], pg=pg, top=top) for r in behind}
+            why = ("last enqueued collective {e} while {n} other rank(s) of process group "
+                   "{pg} enqueued {top}: it never reached the collective they wait in")
+            lag = {r: why.format(e=enq[r], n=counts[top], pg=pg, top=top)
+                   for r in behind}
             seq = top
         else:
             best = max(com.values())
@@ -330,13 +289,8 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             if low == best:
                 continue
             behind = sorted(r for r in ranks if com[r] == low)
-            lag = {
-                r: (
-                    f"every rank of process group {pg} enqueued collective {top}; this one "
-                    f"completed only up to {low}, the others up to {best}"
-                )
-                for r in behind
-            }
+            lag = {r: (f"every rank of process group {pg} enqueued collective {top}; this one "
+                       f"completed only up to {low}, the others up to {best}") for r in behind}
             seq = low + 1
         lag_nodes = {ranks[r][0].node for r in behind}
         if len(lag_nodes) > MAX_LAGGARD_NODES or 2 * len(behind) >= len(ranks) + (len(ranks) == 2):
@@ -352,20 +306,13 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             gpu = mine.gpu
             if gpu is None and (local := _LOCAL_RANK.search(mine.excerpt)):
                 gpu = int(local.group(1))  # torchrun's `[default3]:`: local rank = local GPU
-            if gpu is None and (
-                tool != "watchdog" or _int(mine.attrs.get("global_rank")) == r or pg == "0"
-            ):
+            if gpu is None and (tool != "watchdog" or _int(mine.attrs.get("global_rank")) == r
+                                or pg == "0"):
                 node, gpu = rmap.where(r)
                 gpu = gpu if node == mine.node else None
-            lead = Lead(
-                node=mine.node,
-                gpu=gpu,
-                rank=r,
-                process_group=pg,
-                seq=seq,
-                why=f"rank {r} ({tool}): {lag[r]}",
-                evidence=[mine.locator.render(), other.locator.render()],
-            )
+            lead = Lead(node=mine.node, gpu=gpu, rank=r, process_group=pg, seq=seq,
+                        why=f"rank {r} ({tool}): {lag[r]}",
+                        evidence=[mine.locator.render(), other.locator.render()])
             by_tool[tool].append((lead, [mine, other]))
 
     # tools that name the missing rank outright
@@ -373,35 +320,22 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
         if o.kind == "rank_missing":
             tool = str(o.attrs.get("tool") or "torchfrtrace")
             r = _int(o.attrs.get("subject_rank"))
-            why = (
-                f"rank {r if r is not None else '?'} ({tool}): not in collective "
-                f"{o.attrs.get('seq', '?')} of process group {o.attrs.get('pg', '?')} that "
-                "the other ranks joined"
-            )
+            why = (f"rank {r if r is not None else '?'} ({tool}): not in collective "
+                   f"{o.attrs.get('seq', '?')} of process group {o.attrs.get('pg', '?')} that "
+                   "the other ranks joined")
             if o.attrs.get("rank_node_from") == "context node order":
                 why += " (node guessed from the context's node order: no log line names it)"
-            lead = Lead(
-                node=o.node,
-                gpu=o.gpu,
-                rank=r,
-                process_group=_s(o.attrs.get("pg")),
-                seq=_int(o.attrs.get("seq")),
-                why=why,
-                evidence=[o.locator.render()],
-            )
+            lead = Lead(node=o.node, gpu=o.gpu, rank=r, process_group=_s(o.attrs.get("pg")),
+                        seq=_int(o.attrs.get("seq")), why=why, evidence=[o.locator.render()])
             by_tool[tool].append((lead, [o]))
         elif o.kind == "rank_unreachable":
             r = _int(o.attrs.get("rank"))
             status = o.attrs.get("status") or o.attrs.get("what") or "unreachable"
             who = f"rank {r}" if r is not None else f"process {o.attrs.get('pid', '?')}"
             gpu = f" GPU {o.gpu}" if o.gpu is not None else ""
-            lead = Lead(
-                node=o.node,
-                gpu=o.gpu,
-                rank=r,
-                why=f"{who} (NCCL RAS): {status} on {o.node}{gpu}",
-                evidence=[o.locator.render()],
-            )
+            lead = Lead(node=o.node, gpu=o.gpu, rank=r,
+                        why=f"{who} (NCCL RAS): {status} on {o.node}{gpu}",
+                        evidence=[o.locator.render()])
             by_tool["ncclras"].append((lead, [o]))
 
     if too_many and not by_tool:
@@ -439,17 +373,14 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             key = (lead.node, lead.gpu) if lead.gpu is not None else (lead.node, lead.rank)
             if key in seen:
                 old = seen[key]
-                seen[key] = old.model_copy(
-                    update={
-                        "why": old.why + "; " + lead.why,
-                        "gpu": old.gpu if old.gpu is not None else lead.gpu,
-                        "rank": old.rank if old.rank is not None else lead.rank,
-                        "process_group": old.process_group or lead.process_group,
-                        "seq": old.seq if old.seq is not None else lead.seq,
-                        "evidence": old.evidence
-                        + [e for e in lead.evidence if e not in old.evidence],
-                    }
-                )
+                seen[key] = old.model_copy(update={
+                    "why": old.why + "; " + lead.why,
+                    "gpu": old.gpu if old.gpu is not None else lead.gpu,
+                    "rank": old.rank if old.rank is not None else lead.rank,
+                    "process_group": old.process_group or lead.process_group,
+                    "seq": old.seq if old.seq is not None else lead.seq,
+                    "evidence": old.evidence + [e for e in lead.evidence if e not in old.evidence],
+                })
             else:
                 seen[key] = lead
             hang.evidence.extend(x for x in its if x not in hang.evidence)
@@ -470,9 +401,8 @@ def break_tie(hang: Hang, top: Any, rivals: list[Any], notes: list[str]) -> tupl
     if not rivals or not hang.leads:
         return top, rivals
     fits = [c for c in (top, *rivals) if set(c.nodes) & hang.nodes]
-    if len(fits) != 1 or any(
-        set(c.nodes) & set(fits[0].nodes) for c in (top, *rivals) if c is not fits[0]
-    ):
+    if len(fits) != 1 or any(set(c.nodes) & set(fits[0].nodes) for c in (top, *rivals)
+                             if c is not fits[0]):
         return top, rivals
     won = fits[0]
     lead = next(lead for lead in hang.leads if lead.node in won.nodes)
@@ -494,10 +424,8 @@ def _key(lk: ChainLink) -> tuple[datetime, bool, str]:
 def _compared(o: Observation) -> str:
     if o.kind == "collective_progress":
         r = o.attrs.get("global_rank", o.attrs.get("rank"))
-        return (
-            f"rank {r} on {o.node}, for comparison: last enqueued "
-            f"{o.attrs.get('last_enqueued')}, last completed {o.attrs.get('last_completed')}"
-        )
+        return (f"rank {r} on {o.node}, for comparison: last enqueued "
+                f"{o.attrs.get('last_enqueued')}, last completed {o.attrs.get('last_completed')}")
     return o.excerpt
 
 
@@ -515,26 +443,15 @@ def apply(result: AttributionResult, hang: Hang) -> AttributionResult:
             if loc in have:
                 continue
             have.add(loc)
-            links.append(
-                ChainLink(
-                    time=o.time if o.time_quality != "unknown" else None,
-                    time_latest=o.time_latest if o.time_quality == "inherited" else None,
-                    node=o.node,
-                    kind=o.kind,
-                    role="symptom",
-                    summary=why.get(loc, _compared(o))[:300],
-                    gpu=o.gpu,
-                    time_quality=o.time_quality,
-                    evidence=Evidence(
-                        source=o.source,
-                        locator=loc,
-                        ref=o.locator,
-                        time=o.time,
-                        node=o.node,
-                        excerpt=o.excerpt,
-                    ),
-                )
-            )
+            links.append(ChainLink(
+                time=o.time if o.time_quality != "unknown" else None,
+                time_latest=o.time_latest if o.time_quality == "inherited" else None,
+                node=o.node, kind=o.kind, role="symptom",
+                summary=why.get(loc, _compared(o))[:300], gpu=o.gpu,
+                time_quality=o.time_quality,
+                evidence=Evidence(source=o.source, locator=loc, ref=o.locator, time=o.time,
+                                  node=o.node, excerpt=o.excerpt),
+            ))
         links.sort(key=_key)
         update["symptom_chain"] = links
         update["evidence"] = [lk.evidence for lk in links if lk.role == "root_cause"] + [
@@ -555,11 +472,8 @@ def apply(result: AttributionResult, hang: Hang) -> AttributionResult:
     elif result.status == "attributed" and hang.leads:
         on = set(result.suspect_nodes) & hang.nodes
         update["notes"].append(
-            (
-                "the straggler is on the cause's node: "
-                if on
-                else "the straggler is on another node than the cause: "
-            )
+            ("the straggler is on the cause's node: " if on else
+             "the straggler is on another node than the cause: ")
             + "; ".join(lead.why + f" (on {lead.node})" for lead in hang.leads)
         )
     return result.model_copy(update=update)

@@ -100,11 +100,9 @@ def case(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("use_hs", HS_MODES)
 def test_records_locators_and_inheritance(case: Path, use_hs: bool) -> None:
-    recs, cov = (
-        LocalFilesClient(use_hyperscan=use_hs)
-        .fetch_logs(case, ctx(["node-a", "node-b"]), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = LocalFilesClient(use_hyperscan=use_hs).fetch_logs(
+        case, ctx(["node-a", "node-b"]), ANCHORS, WINDOW
+    ).pair()
     got = [(str(r.locator), r.time, r.time_quality, r.stream) for r in recs]
     t311 = datetime(2026, 11, 2, 10, 3, 11, tzinfo=UTC)
     t430 = datetime(2026, 11, 2, 10, 4, 30, 100000, tzinfo=UTC)  # the PyTorch glog prefix
@@ -169,11 +167,9 @@ def test_window_filtering_counts_out_of_window(tmp_path: Path) -> None:
 
 def test_log_timezone_applies_to_offsetless_lines(tmp_path: Path) -> None:
     write(tmp_path / "logs/node-a/app.log", b"2026-11-02 11:03:00,000 ERROR Error: boom\n")
-    recs, _ = (
-        LocalFilesClient()
-        .fetch_logs(tmp_path, ctx(["node-a"], tz="Europe/Berlin"), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, _ = LocalFilesClient().fetch_logs(
+        tmp_path, ctx(["node-a"], tz="Europe/Berlin"), ANCHORS, WINDOW
+    ).pair()
     assert recs[0].time == datetime(2026, 11, 2, 10, 3, tzinfo=UTC)
 
 

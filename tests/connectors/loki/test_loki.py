@@ -207,11 +207,9 @@ def test_long_lines_truncated_and_counted(fake_http):
     loki = FakeLoki()
     loki.add(kern("node-a"), T0, "NVRM: Xid " + "x" * 1000)
     loki.install(fake_http)
-    recs, cov = (
-        client(fake_http.url, max_line_bytes=300)
-        .fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, max_line_bytes=300).fetch_logs(
+        ctx(["node-a"]), ANCHORS, WINDOW
+    ).pair()
     assert len(recs[0].text.encode()) == 300 and cov.overlong_lines == 1
 
 
@@ -231,11 +229,9 @@ def test_headers_tenant_and_bearer_from_named_env(fake_http):
 
 def test_empty_secret_env_fails_without_a_request(fake_http):
     FakeLoki().install(fake_http)
-    recs, cov = (
-        client(fake_http.url, bearer_token_env="LOKI_TOKEN")
-        .fetch_logs(ctx(), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, bearer_token_env="LOKI_TOKEN").fetch_logs(
+        ctx(), ANCHORS, WINDOW
+    ).pair()
     assert cov.status == "failed" and "LOKI_TOKEN is empty" in cov.errors[0]
     assert fake_http.requests == [] and cov.retryable is False
 
@@ -249,11 +245,9 @@ def test_pagination_equal_ns_at_the_page_edge_no_gap_no_duplicate(fake_http):
         node = "node-a" if i % 2 else "node-b"  # two streams interleaved at equal ns
         loki.add(kern(node), T0 + t * S, f"NCCL WARN entry {i}")
     loki.install(fake_http)
-    recs, cov = (
-        client(fake_http.url, max_entries_per_query=4, liveness=False)
-        .fetch_logs(ctx(), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, max_entries_per_query=4, liveness=False).fetch_logs(
+        ctx(), ANCHORS, WINDOW
+    ).pair()
     texts = [r.text for r in recs]
     assert sorted(texts) == sorted(f"NCCL WARN entry {i}" for i in range(len(stamps)))
     assert len(set(texts)) == len(texts)
@@ -306,11 +300,9 @@ def test_pushdown_off_reads_everything_and_filters_in_the_client(fake_http):
         client(fake_http.url, max_entries_per_query=7).fetch_logs(ctx(), ANCHORS, WINDOW).pair()
     )
     n_on = len(loki.queries)
-    off, cov_off = (
-        client(fake_http.url, max_entries_per_query=7, pushdown=False)
-        .fetch_logs(ctx(), ANCHORS, WINDOW)
-        .pair()
-    )
+    off, cov_off = client(fake_http.url, max_entries_per_query=7, pushdown=False).fetch_logs(
+        ctx(), ANCHORS, WINDOW
+    ).pair()
     assert sorted(str(r.locator) for r in on) == sorted(str(r.locator) for r in off)
     assert len(on) == 4 and cov_on.lines == 4
     assert cov_off.lines == 40 and cov_off.records == 4  # every line moved, once
@@ -323,11 +315,9 @@ def test_long_window_is_split_into_contiguous_chunks(fake_http):
     for m in range(0, 30, 3):
         loki.add(kern("node-a"), T0 + m * 60 * S, f"NCCL WARN minute {m}")
     loki.install(fake_http)
-    recs, cov = (
-        client(fake_http.url, max_window_seconds=600, liveness=False)
-        .fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, max_window_seconds=600, liveness=False).fetch_logs(
+        ctx(["node-a"]), ANCHORS, WINDOW
+    ).pair()
     assert len(recs) == 10 and cov.status == "ok"
     spans = [(int(q["start"]), int(q["end"])) for q in loki.queries]
     assert len(spans) == 4  # 33 minutes in 10-minute chunks
@@ -343,11 +333,9 @@ def test_query_over_max_bytes_splits_anchors_and_still_finds_all(fake_http):
         loki.add(kern("node-a"), T0 + i * S, f"line with anchor-number-{i:03d} (x)")
     loki.add(kern("node-a"), T0 + 500 * S, "anchor-number-007 x  (near miss)")
     loki.install(fake_http)
-    recs, cov = (
-        client(fake_http.url, max_query_bytes=1024)
-        .fetch_logs(ctx(["node-a"]), anchors, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, max_query_bytes=1024).fetch_logs(
+        ctx(["node-a"]), anchors, WINDOW
+    ).pair()
     assert len(loki.queries) > 1
     assert all(len(q["query"]) < 1024 for q in loki.queries)
     assert sorted(r.text for r in recs) == sorted(
@@ -400,11 +388,9 @@ def test_retry_after_is_capped_and_http_dates_parsed(fake_http):
 def test_500_then_success_with_exponential_backoff(fake_http):
     serve_then(fake_http, one_hit(), [(500, "boom"), (502, "bad gateway")])
     sleeps = Sleeps()
-    recs, cov = (
-        client(fake_http.url, sleeps, backoff_seconds=0.5)
-        .fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, sleeps, backoff_seconds=0.5).fetch_logs(
+        ctx(["node-a"]), ANCHORS, WINDOW
+    ).pair()
     assert len(recs) == 1 and cov.status == "ok"
     assert sleeps == [0.5, 1.0]
 
@@ -424,11 +410,9 @@ def test_timeout_is_transient(fake_http):
 
     fake_http.route("GET", "/loki/api/v1/series", slow)
     fake_http.route("GET", "/loki/api/v1/query_range", slow)
-    recs, cov = (
-        client(fake_http.url, timeout_seconds=0.2, retries=1)
-        .fetch_logs(ctx(), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, timeout_seconds=0.2, retries=1).fetch_logs(
+        ctx(), ANCHORS, WINDOW
+    ).pair()
     assert recs == [] and cov.status == "failed" and cov.retryable is True
     assert "did not answer within 0.2s (after 2 attempts)" in cov.errors[0]
     assert cov.queries == 2
@@ -446,11 +430,9 @@ def test_timeout_then_success(fake_http):
 
     fake_http.route("GET", "/loki/api/v1/query_range", flaky)
     fake_http.route("GET", "/loki/api/v1/series", loki.series)
-    recs, cov = (
-        client(fake_http.url, timeout_seconds=0.3)
-        .fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, timeout_seconds=0.3).fetch_logs(
+        ctx(["node-a"]), ANCHORS, WINDOW
+    ).pair()
     assert len(recs) == 1 and cov.status == "ok"
 
 
@@ -462,11 +444,9 @@ def test_connection_refused_is_transient():
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
     sleeps = Sleeps()
-    recs, cov = (
-        client(f"http://127.0.0.1:{port}", sleeps, retries=2)
-        .fetch_logs(ctx(), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(f"http://127.0.0.1:{port}", sleeps, retries=2).fetch_logs(
+        ctx(), ANCHORS, WINDOW
+    ).pair()
     assert recs == [] and cov.status == "failed" and cov.retryable is True
     assert "is unreachable (ConnectError" in cov.errors[0] and len(sleeps) == 2
 
@@ -515,11 +495,9 @@ def test_400_max_entries_lowers_the_limit(fake_http):
     for i in range(8):
         loki.add(kern("node-a"), T0 + i * S, f"NCCL WARN {i}")
     loki.install(fake_http)
-    recs, cov = (
-        client(fake_http.url, max_entries_per_query=5000, liveness=False)
-        .fetch_logs(ctx(["node-a"]), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url, max_entries_per_query=5000, liveness=False).fetch_logs(
+        ctx(["node-a"]), ANCHORS, WINDOW
+    ).pair()
     assert len(recs) == 8 and cov.status == "ok" and not cov.errors
     assert loki.queries[0]["limit"] == "5000"
     assert {q["limit"] for q in loki.queries[1:]} == {"3"}
@@ -542,11 +520,9 @@ def test_400_series_limit_splits_the_nodes(fake_http):
     for i, n in enumerate(["node-a", "node-b", "node-c", "node-d"]):
         loki.add(kern(n), T0 + i * S, f"NCCL WARN on {n}")
     loki.install(fake_http)
-    recs, cov = (
-        client(fake_http.url)
-        .fetch_logs(ctx(["node-a", "node-b", "node-c", "node-d"]), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url).fetch_logs(
+        ctx(["node-a", "node-b", "node-c", "node-d"]), ANCHORS, WINDOW
+    ).pair()
     assert sorted(r.node for r in recs) == ["node-a", "node-b", "node-c", "node-d"]
     assert cov.status == "ok"
 
@@ -624,11 +600,9 @@ def test_series_tells_missing_nodes_from_nodes_without_hits(fake_http):
     loki.add(kern("node-a"), T0, "NVRM: Xid 79")
     loki.add(kern("node-b"), T0, "quiet healthy node")  # logs, but no hit
     loki.install(fake_http)
-    recs, cov = (
-        client(fake_http.url)
-        .fetch_logs(ctx(["node-a", "node-b", "node-c"]), ANCHORS, WINDOW)
-        .pair()
-    )
+    recs, cov = client(fake_http.url).fetch_logs(
+        ctx(["node-a", "node-b", "node-c"]), ANCHORS, WINDOW
+    ).pair()
     assert cov.nodes_read == ["node-a", "node-b"] and cov.nodes_missing == ["node-c"]
     assert cov.status == "partial"
 
@@ -700,9 +674,7 @@ def _file_only_samples() -> list[str]:
     return sorted(
         p.name
         for p in SAMPLES.iterdir()
-        if (p / "context.json").is_file()
-        and (p / "logs").is_dir()
-        and not (p / "metrics").exists()
+        if (p / "context.json").is_file() and (p / "logs").is_dir() and not (p / "metrics").exists()
         and not (p / "dumps").exists()  # flight-recorder dumps are case files, not log lines
     )
 

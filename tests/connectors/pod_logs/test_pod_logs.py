@@ -80,12 +80,8 @@ def ctx_oom(**kw: Any) -> ExecutionContext:
         nodes=["gpu-node-07", "gpu-node-12"],
         job_name="sft-llama-8b-x7k2p",
         pods=[
-            PodRef(
-                namespace=NS,
-                name=W0,
-                node="gpu-node-07.us-central1-c.c.proj.internal",
-                containers=["trainer"],
-            ),
+            PodRef(namespace=NS, name=W0, node="gpu-node-07.us-central1-c.c.proj.internal",
+                   containers=["trainer"]),
             PodRef(namespace=NS, name=W1, node="gpu-node-12", containers=["trainer"]),
             PodRef(namespace=NS, name=W2, node="gpu-node-12", containers=["trainer"]),
         ],
@@ -104,11 +100,8 @@ def oom_cluster(fake_http: Any) -> FakeKube:
     kube.logs[(NS, W1, "trainer", False)] = (
         b"2026-11-20T10:31:40.000000000Z 2026-11-20 10:31:40,000 INFO [sft.py:88] starting\n"
     )
-    for name in (
-        "podlogs-events-node-notready.json",
-        "podlogs-events-node-oom.json",
-        "podlogs-events-pod-oomkilled.json",
-    ):
+    for name in ("podlogs-events-node-notready.json", "podlogs-events-node-oom.json",
+                 "podlogs-events-pod-oomkilled.json"):
         kube.events += fixture(name)["items"]
     return kube
 
@@ -126,15 +119,8 @@ def fetch(src: PodLogsClient, ctx: ExecutionContext | None = None):
 
 
 def test_config_is_registered_and_strict() -> None:
-    cfg = parse_config(
-        "logs",
-        {
-            "kind": "pod_logs",
-            "context": "gke-a3",
-            "namespaces": [NS],
-            "pod_selector": "jobset.sigs.k8s.io/jobset-name={job_name}",
-        },
-    )
+    cfg = parse_config("logs", {"kind": "pod_logs", "context": "gke-a3", "namespaces": [NS],
+                                "pod_selector": "jobset.sigs.k8s.io/jobset-name={job_name}"})
     assert isinstance(cfg, PodLogsConfig)
     assert cfg.max_bytes_per_pod == 8 * 1024 * 1024 and cfg.previous and cfg.events
     assert cfg.source_name == "pod_logs"
@@ -159,27 +145,17 @@ def test_kubeconfig_path_reaches_the_api_with_its_token(fake_http: Any, tmp_path
     """The kubeconfig code path of the real client: server, context and bearer token."""
     kube = oom_cluster(fake_http)
     kcfg = tmp_path / "kubeconfig"
-    kcfg.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "other",
-                "clusters": [{"name": "gke", "cluster": {"server": fake_http.url}}],
-                "users": [{"name": "reader", "user": {"token": "t0k3n"}}],
-                "contexts": [
-                    {"name": "gke-a3", "context": {"cluster": "gke", "user": "reader"}},
-                    {"name": "other", "context": {"cluster": "nowhere", "user": "reader"}},
-                ],
-            }
-        )
-    )
+    kcfg.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "other",
+        "clusters": [{"name": "gke", "cluster": {"server": fake_http.url}}],
+        "users": [{"name": "reader", "user": {"token": "t0k3n"}}],
+        "contexts": [{"name": "gke-a3", "context": {"cluster": "gke", "user": "reader"}},
+                     {"name": "other", "context": {"cluster": "nowhere", "user": "reader"}}],
+    }))
     cfg = PodLogsConfig(kubeconfig=str(kcfg), context="gke-a3", events=False)
-    records, cov = (
-        PodLogsClient(cfg, now=lambda: NOW)
-        .fetch_logs(ctx_oom(), catalog().anchors(), WINDOW)
-        .pair()
-    )
+    records, cov = PodLogsClient(cfg, now=lambda: NOW).fetch_logs(
+        ctx_oom(), catalog().anchors(), WINDOW
+    ).pair()
     assert records and cov.status == "partial"  # worker-2 is gone
     assert all(r.headers.get("authorization") == "Bearer t0k3n" for r in fake_http.requests)
     assert kube.logs  # the fake served them
@@ -218,11 +194,7 @@ def test_current_and_previous_logs_with_kubelet_timestamps(fake_http: Any) -> No
         str(8 * 1024 * 1024)
     }
     assert {(r.path.split("/")[6], r.arg("previous").lower()) for r in asks} >= {
-        (W0, "true"),
-        (W0, "false"),
-        (W1, "true"),
-        (W1, "false"),
-        (W2, "true"),
+        (W0, "true"), (W0, "false"), (W1, "true"), (W1, "false"), (W2, "true")
     }
 
 
@@ -253,9 +225,8 @@ def test_a_limit_hit_is_stated_in_coverage(fake_http: Any) -> None:
 
 def test_a_500_and_a_timeout_give_partial_retryable_coverage(fake_http: Any) -> None:
     kube = oom_cluster(fake_http)
-    kube.fail.append(
-        (f"/api/v1/namespaces/{NS}/pods/{W1}/log", (500, fixture("podlogs-status-500.json")))
-    )
+    kube.fail.append((f"/api/v1/namespaces/{NS}/pods/{W1}/log",
+                      (500, fixture("podlogs-status-500.json"))))
 
     def slow(req: Any) -> tuple:
         time.sleep(1.5)
@@ -286,12 +257,8 @@ def test_pods_found_by_selector_on_the_job_nodes(fake_http: Any) -> None:
     kube.pod(NS, W0, "gpu-node-07", ["trainer"], label)
     kube.pod(NS, "sft-llama-8b-x7k2p-worker-9-0-elsewhere", "gpu-node-99", ["trainer"], label)
     kube.pod(NS, "unrelated", "gpu-node-07", ["main"], {"app": "x"})
-    src = client(
-        fake_http,
-        events=False,
-        namespaces=[NS],
-        pod_selector="jobset.sigs.k8s.io/jobset-name={job_name}",
-    )
+    src = client(fake_http, events=False, namespaces=[NS],
+                 pod_selector="jobset.sigs.k8s.io/jobset-name={job_name}")
     records, cov = fetch(src, ctx_oom(pods=[]))
     assert cov.pods_read == [f"{NS}/{W0}"] and cov.status == "ok"
     lists = [r for r in fake_http.requests if r.path == f"/api/v1/namespaces/{NS}/pods"]
@@ -326,7 +293,8 @@ def test_events_of_the_pods_and_nodes_become_rows(fake_http: Any) -> None:
     oom = events["event default/gpu-node-12.187a3c4e0f1d2a77"]
     assert "SystemOOM" in oom.text
     ev = events[f"event {NS}/{W1}.187a3c4f9e8d7c6b"]  # a series: eventTime, lastObservedTime
-    assert ev.time == datetime(2026, 11, 20, 10, 31, 40, 118231, tzinfo=UTC)
+    assert ev.time == datetime(2026, 11, 20, 10, 31, 40, 118231,
+                                                            tzinfo=UTC)
     assert "   2026-11-20T10:32:10.441902Z   Warning   Evicted   pod/" in ev.text
     # BackOff holds no anchor; RegisteredNode is a day old: neither is kept
     assert not any("BackOff" in r.text or "RegisteredNode" in r.text for r in records)
@@ -338,11 +306,8 @@ def test_events_of_the_pods_and_nodes_become_rows(fake_http: Any) -> None:
     assert f"involvedObject.kind=Node,involvedObject.name={fqdn}" in sels
     # and the catalog reads them: the node that went NotReady, the OOM, the eviction
     obs = catalog().normalize(RawEvidence(job_id="x", records=records), ctx_oom())
-    got = {
-        (o.kind, o.node, o.parser)
-        for o in obs
-        if o.source == "pod_logs" and o.parser.startswith("k8s_event")
-    }
+    got = {(o.kind, o.node, o.parser) for o in obs if o.source == "pod_logs" and
+           o.parser.startswith("k8s_event")}
     assert got == {
         ("node_unreachable", "gpu-node-07", "k8s_event_node_down"),
         ("host_oom_kill", "gpu-node-12", "k8s_event_host_oom"),
@@ -357,10 +322,8 @@ def test_the_pipeline_reads_a_configured_pod_logs_source(fake_http: Any) -> None
     result = analyze_context(ctx_oom(), sources=EvidenceSources(logs=(client(fake_http),)))
     assert (result.category, result.suspect_nodes) == ("node.host_oom", ["gpu-node-12"])
     # gpu-node-07 went NotReady after its NCCL errors: a consequence, not the cause
-    assert any(
-        c.kind == "node_unreachable" and c.node == "gpu-node-07" and c.role == "symptom"
-        for c in result.symptom_chain
-    )
+    assert any(c.kind == "node_unreachable" and c.node == "gpu-node-07" and c.role == "symptom"
+               for c in result.symptom_chain)
     assert any(e.locator == "event default/gpu-node-12.187a3c4e0f1d2a77" for e in result.evidence)
     assert result.coverage[0].status == "partial"  # worker-2 is gone
 
@@ -369,32 +332,22 @@ def test_the_pipeline_reads_a_configured_pod_logs_source(fake_http: Any) -> None
 
 NOTREADY = fixture("podlogs-events-node-notready.json")["items"][1]
 PCTX = ExecutionContext(
-    job_id="x",
-    scheduler="kueue",
-    state="FAILED",
-    start=datetime(2026, 11, 20, 10, tzinfo=UTC),
-    end=datetime(2026, 11, 20, 11, tzinfo=UTC),
+    job_id="x", scheduler="kueue", state="FAILED",
+    start=datetime(2026, 11, 20, 10, tzinfo=UTC), end=datetime(2026, 11, 20, 11, tzinfo=UTC),
     nodes=["gpu-node-07", "gpu-node-12"],
     pods=[PodRef(namespace=NS, name=W1, node="gpu-node-12", containers=["trainer"])],
 )
 
 
 def parse(text: str, node: str = "*cluster*", t: datetime | None = None, ctx=PCTX):
-    rec = RawRecord(
-        source="files",
-        node=node,
-        locator="f:1",
-        time=t,
-        time_quality="exact" if t else "unknown",
-        text=text,
-    )
+    rec = RawRecord(source="files", node=node, locator="f:1", time=t,
+                    time_quality="exact" if t else "unknown", text=text)
     return catalog().parse_record(rec, ctx)
 
 
 def key(obs):
-    return sorted(
-        (o.kind, o.node, o.time, o.attrs.get("what"), o.attrs.get("event_reason")) for o in obs
-    )
+    return sorted((o.kind, o.node, o.time, o.attrs.get("what"), o.attrs.get("event_reason"))
+                  for o in obs)
 
 
 def test_every_event_form_gives_the_same_observation(tmp_path: Path) -> None:
@@ -404,50 +357,32 @@ def test_every_event_form_gives_the_same_observation(tmp_path: Path) -> None:
     assert key(parse(rendered)) == want
     assert key(parse(json.dumps(NOTREADY))) == want  # jq -c '.items[]'
     # kubectl get events (-A) (-o wide): ages instead of times, so the time comes from the file
-    plain = (
-        "2m          Normal    NodeNotReady              node/gpu-node-07"
-        "                        Node gpu-node-07 status is now: NodeNotReady"
-    )
-    wide = (
-        "team-llm    2m          Normal    NodeNotReady   node/gpu-node-07            "
-        "node-controller   Node gpu-node-07 status is now: NodeNotReady   2m   1   "
-        "gpu-node-07.187a3c1f2b9e0d44"
-    )
+    plain = ("2m          Normal    NodeNotReady              node/gpu-node-07"
+             "                        Node gpu-node-07 status is now: NodeNotReady")
+    wide = ("team-llm    2m          Normal    NodeNotReady   node/gpu-node-07            "
+            "node-controller   Node gpu-node-07 status is now: NodeNotReady   2m   1   "
+            "gpu-node-07.187a3c1f2b9e0d44")
     single = "2026-11-20T10:31:30Z Normal NodeNotReady node/gpu-node-07 Node gpu-node-07 ..."
     for row in (plain, "default     " + plain, wide, single):
         assert key(parse(row, t=when)) == want, row
     # kubectl get events -o json, pretty-printed, read through the file scanner (the record
     # starts at the item's "eventTime" line and takes its continuation lines)
-    listing = {
-        "apiVersion": "v1",
-        "items": fixture("podlogs-events-node-notready.json")["items"]
-        + fixture("podlogs-events-node-oom.json")["items"],
-        "kind": "List",
-        "metadata": {"resourceVersion": ""},
-    }
+    listing = {"apiVersion": "v1", "items": fixture("podlogs-events-node-notready.json")["items"]
+               + fixture("podlogs-events-node-oom.json")["items"], "kind": "List",
+               "metadata": {"resourceVersion": ""}}
     data = (json.dumps(listing, indent=4, sort_keys=True) + "\n").encode()
     anchors = catalog().anchors()
-    scanner = FileScanner(
-        ScanSpec(
-            literals=tuple(a.literal for a in anchors),
-            context_after=tuple(a.context_after for a in anchors),
-            window_start=WINDOW.start - timedelta(days=2),
-            window_end=WINDOW.end,
-            reference=PCTX.start,
-            block_size=4096,  # items cross block ends
-        )
-    )
+    scanner = FileScanner(ScanSpec(
+        literals=tuple(a.literal for a in anchors),
+        context_after=tuple(a.context_after for a in anchors),
+        window_start=WINDOW.start - timedelta(days=2), window_end=WINDOW.end,
+        reference=PCTX.start, block_size=4096,  # items cross block ends
+    ))
     scan = scanner.scan_bytes(data)
     obs: list = []
     for lineno, t, quality, text in scan.records:
-        rec = RawRecord(
-            source="files",
-            node="*cluster*",
-            locator=f"events.json:{lineno}",
-            time=t,
-            time_quality=quality,
-            text=text,
-        )
+        rec = RawRecord(source="files", node="*cluster*", locator=f"events.json:{lineno}",
+                        time=t, time_quality=quality, text=text)
         # (the item's `"message": "System OOM encountered, ..."` line is also a kernel_oom_kill
         # line on its own; the event parsers are the ones that know the node and time)
         obs += [o for o in catalog().parse_record(rec, PCTX) if o.parser.startswith("k8s_event")]
@@ -460,39 +395,28 @@ def test_every_event_form_gives_the_same_observation(tmp_path: Path) -> None:
 def test_a_cluster_level_event_lands_on_the_node_it_names() -> None:
     """A `kubectl get events -A` listing kept outside the node directories: the Node object,
     a pod of the job (ctx.pods) or the reporting kubelet's host names the node."""
-    node_row = (
-        "default     4m          Warning   SystemOOM                 node/gpu-node-12   "
-        "        System OOM encountered, victim process: python, pid: 94476"
-    )
+    node_row = ("default     4m          Warning   SystemOOM                 node/gpu-node-12   "
+                "        System OOM encountered, victim process: python, pid: 94476")
     (o,) = parse(node_row)
     assert (o.kind, o.node, o.attrs["victim_pid"]) == ("host_oom_kill", "gpu-node-12", 94476)
     assert o.attrs["logged_on"] == "*cluster*"
-    pod_row = (
-        f"{NS}    3m          Warning   NodeNotReady              pod/{W1}       Node is not ready"
-    )
+    pod_row = (f"{NS}    3m          Warning   NodeNotReady              pod/{W1}       "
+               "Node is not ready")
     (o,) = parse(pod_row)
     assert (o.kind, o.node, o.attrs["pod"]) == ("node_unreachable", "gpu-node-12", W1)
     # without the pod in the context the row cannot say where it was: on no job node
     alone = parse(pod_row, ctx=PCTX.model_copy(update={"pods": []}))
     assert not any(o.node in PCTX.nodes for o in alone)
     # a wide row names the kubelet that reported it
-    wide = (
-        f"{NS}   2m   Warning   Evicted   pod/other-pod-0   kubelet, gpu-node-07   The node "
-        "was low on resource: memory. Threshold quantity: 100Mi, available: 51232Ki.   2m   1"
-        "   other-pod-0.187a"
-    )
+    wide = (f"{NS}   2m   Warning   Evicted   pod/other-pod-0   kubelet, gpu-node-07   The node "
+            "was low on resource: memory. Threshold quantity: 100Mi, available: 51232Ki.   2m   1"
+            "   other-pod-0.187a")
     (o,) = parse(wide)
     assert (o.kind, o.node, o.attrs["reason"], o.attrs["resource"]) == (
-        "k8s_evicted",
-        "gpu-node-07",
-        "node_pressure",
-        "memory",
-    )
+        "k8s_evicted", "gpu-node-07", "node_pressure", "memory")
     # a controller's host is not the event's node
-    sched = (
-        f"{NS}   2m   Normal   Preempted   pod/{W1}   default-scheduler, "
-        "default-scheduler-kcp-2   Preempted by pod 8f1c on node gpu-node-12   2m   1   x.1"
-    )
+    sched = (f"{NS}   2m   Normal   Preempted   pod/{W1}   default-scheduler, "
+             "default-scheduler-kcp-2   Preempted by pod 8f1c on node gpu-node-12   2m   1   x.1")
     (o,) = parse(sched)
     assert (o.node, o.attrs["reason"]) == ("gpu-node-12", "preempted")
 
@@ -501,10 +425,7 @@ def test_event_views_agree_across_forms() -> None:
     ev = fixture("podlogs-events-pod-oomkilled.json")["items"][1]
     v = view_of(ev)
     assert (v.first_seen, v.last_seen, v.count) == (
-        "2026-11-20T10:31:40.118231Z",
-        "2026-11-20T10:32:10.441902Z",
-        2,
-    )
+        "2026-11-20T10:31:40.118231Z", "2026-11-20T10:32:10.441902Z", 2)
     assert view_of_json_text(json.dumps(ev)) == v
     pretty = json.dumps({**ev, "apiVersion": "v1", "kind": "Event"}, indent=4, sort_keys=True)
     fragment = pretty[pretty.index('"eventTime"') :]
@@ -532,31 +453,20 @@ def test_sample_served_by_the_api_equals_the_sample_read_from_files(fake_http: A
         for item in json.loads(f.read_text())["items"]:
             item = {k: v for k, v in item.items() if k not in ("apiVersion", "kind")}
             kube.events.append(item)
-    src = PodLogsClient(
-        PodLogsConfig(api_url=fake_http.url),
-        cluster=ctx.cluster,
-        now=lambda: ctx.end + timedelta(minutes=10),
-    )
+    src = PodLogsClient(PodLogsConfig(api_url=fake_http.url), cluster=ctx.cluster,
+                        now=lambda: ctx.end + timedelta(minutes=10))
     api_ctx = ctx.model_copy(update={"case_dir": None})
     from_api = analyze_context(api_ctx, sources=EvidenceSources(logs=(src,)))
     from_files = analyze_case(case)
     expected = json.loads((case / "expected.json").read_text())
     for r in (from_api, from_files):
         assert (r.status, r.category, sorted(r.suspect_nodes)) == (
-            expected["status"],
-            expected["category"],
-            sorted(expected["suspect_nodes"]),
-        )
+            expected["status"], expected["category"], sorted(expected["suspect_nodes"]))
     assert (from_api.status, from_api.category, from_api.suspect_nodes, from_api.rule) == (
-        from_files.status,
-        from_files.category,
-        from_files.suspect_nodes,
-        from_files.rule,
-    )
+        from_files.status, from_files.category, from_files.suspect_nodes, from_files.rule)
     (cov,) = from_api.coverage
     assert cov.source == "pod_logs" and cov.status == "ok", cov
     assert cov.pods_read == [f"{p.namespace}/{p.name}" for p in ctx.pods]
-
     # the observations agree too: same kinds on the same nodes at the same times
     def obs_key(result):
         return sorted({(c.kind, c.node, c.time, c.role) for c in result.symptom_chain})
@@ -589,23 +499,9 @@ def test_a_pod_listed_without_containers_is_described_first(fake_http: Any) -> N
 
 def test_a_401_stops_every_further_request(fake_http: Any) -> None:
     kube = oom_cluster(fake_http)
-    kube.fail.append(
-        (
-            "/api/v1/",
-            (
-                401,
-                {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Failure",
-                    "message": "Unauthorized",
-                    "reason": "Unauthorized",
-                    "code": 401,
-                },
-            ),
-        )
-    )
+    kube.fail.append(("/api/v1/", (401, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                         "status": "Failure", "message": "Unauthorized",
+                                         "reason": "Unauthorized", "code": 401})))
     records, cov = fetch(client(fake_http))
     assert records == [] and cov.status == "failed" and not cov.retryable
     assert len(fake_http.requests) == 1
@@ -616,20 +512,15 @@ def test_an_events_k8s_io_item_reads_like_a_core_event() -> None:
     """`kubectl get events.events.k8s.io -o json`: regarding / note / deprecated* fields
     (events.k8s.io/v1 Event in the API reference)."""
     item = {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
         "metadata": {"name": "gpu-node-07.187a3c1f2b9e0d44", "namespace": "default"},
-        "eventTime": None,
-        "reason": "NodeNotReady",
-        "type": "Normal",
+        "eventTime": None, "reason": "NodeNotReady", "type": "Normal",
         "regarding": {"kind": "Node", "name": "gpu-node-07", "uid": "gpu-node-07"},
         "note": "Node gpu-node-07 status is now: NodeNotReady",
         "deprecatedFirstTimestamp": "2026-11-20T10:31:30Z",
-        "deprecatedLastTimestamp": "2026-11-20T10:31:30Z",
-        "deprecatedCount": 1,
+        "deprecatedLastTimestamp": "2026-11-20T10:31:30Z", "deprecatedCount": 1,
         "deprecatedSource": {"component": "node-controller"},
-        "reportingController": "node-controller",
-        "reportingInstance": "",
+        "reportingController": "node-controller", "reportingInstance": "",
     }
     assert view_of(item) == view_of(NOTREADY)
     assert key(parse(json.dumps(item))) == key(parse(render_event(NOTREADY)))

@@ -128,11 +128,8 @@ def write_case(
             (d / f"{PODS[node]}.previous.log").write_bytes(previous[node])
     for ev in events:
         node = ev["involvedObject"]["name"]
-        items = {
-            "apiVersion": "v1",
-            "kind": "List",
-            "items": [{"apiVersion": "v1", "kind": "Event", **ev}],
-        }
+        items = {"apiVersion": "v1", "kind": "List",
+                 "items": [{"apiVersion": "v1", "kind": "Event", **ev}]}
         text = json.dumps(items, indent=4, sort_keys=True)  # kubectl's key order
         (case / "logs" / node / "events.json").write_text(text)
     (case / "context.json").write_text(ctx.model_dump_json(exclude={"case_dir"}))
@@ -196,10 +193,8 @@ def silent_logs(chatty: str | None = None) -> dict[str, bytes]:
         while t < DIED:
             lines.append((t, megatron(t, it)))
             if node == chatty:
-                lines += [
-                    (t + timedelta(seconds=s), f"DEBUG dataloader prefetch {s} " + "x" * 80)
-                    for s in range(1, 30)
-                ]
+                lines += [(t + timedelta(seconds=s), f"DEBUG dataloader prefetch {s} " + "x" * 80)
+                          for s in range(1, 30)]
             t += timedelta(seconds=30)
             it += 10
         if node != "gpu-c":
@@ -265,10 +260,8 @@ def test_tails_and_progress_have_the_files_shape(fake_http):
     assert tails["gpu-a"].text == "[rank0] exiting: watchdog"  # the body, not the stamp
     progress = {p.node: p for p in batch.progress}
     assert sorted(progress) == NODES
-    assert all(
-        p.time == DIED - timedelta(seconds=30) and "iteration      190/" in p.text
-        for p in progress.values()
-    )
+    assert all(p.time == DIED - timedelta(seconds=30) and "iteration      190/" in p.text
+               for p in progress.values())
     assert all(p.time_quality == "exact" and not p.last_of_file for p in progress.values())
 
 
@@ -286,31 +279,18 @@ def hf_logs() -> dict[str, bytes]:
         lines: list[tuple[datetime, str]] = []
         for m in range(40):
             t = START + timedelta(minutes=m, seconds=1)
-            lines.append(
-                (
-                    t,
-                    f"{{'loss': {2.5 - m / 40:.4f}, 'grad_norm': 0.91, "
-                    f"'learning_rate': 4.9e-05, 'epoch': {m / 100:.2f}}}",
-                )
-            )
+            lines.append((t, f"{{'loss': {2.5 - m / 40:.4f}, 'grad_norm': 0.91, "
+                             f"'learning_rate': 4.9e-05, 'epoch': {m / 100:.2f}}}"))
         if node == "gpu-a":
-            lines.append(
-                (
-                    fault,
-                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-                    "2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which "
-                    "1.02 GiB is free.",
-                )
-            )
+            lines.append((fault, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                                 "2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which "
+                                 "1.02 GiB is free."))
         if node == "gpu-b":
             lines += [
                 (crash, "Traceback (most recent call last):"),
                 (crash, '  File "/app/train.py", line 212, in <module>'),
-                (
-                    crash,
-                    "ValueError: Unable to create tensor, you should probably activate "
-                    "truncation and/or padding with 'padding=True' 'truncation=True'",
-                ),
+                (crash, "ValueError: Unable to create tensor, you should probably activate "
+                        "truncation and/or padding with 'padding=True' 'truncation=True'"),
             ]
         logs[node] = kubelet(sorted(lines))
     return logs
@@ -347,11 +327,8 @@ def test_a_log_cut_at_max_bytes_has_no_tail(fake_http, tmp_path):
     its one silent node); the coverage says so; gpu-c is still found."""
     ctx = context(END)
     logs = silent_logs(chatty="gpu-b")
-    assert (
-        len(logs["gpu-b"])
-        > 64 * 1024
-        > 32 * 1024
-        > max(len(b) for n, b in logs.items() if n != "gpu-b")
+    assert len(logs["gpu-b"]) > 64 * 1024 > 32 * 1024 > max(
+        len(b) for n, b in logs.items() if n != "gpu-b"
     )
     src = serve(fake_http, ctx, logs, max_bytes_per_pod=32 * 1024)
     batch = fetch(src, ctx)
@@ -376,14 +353,9 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
     ctx = context(END)
     logs = silent_logs()
     crashed = START + timedelta(minutes=4)
-    previous = {
-        "gpu-d": kubelet(
-            [
-                (START, megatron(START, 0)),
-                (crashed, "RuntimeError: CUDA error: an illegal memory access was encountered"),
-            ]
-        )
-    }
+    previous = {"gpu-d": kubelet([(START, megatron(START, 0)),
+                                  (crashed, "RuntimeError: CUDA error: an illegal memory access "
+                                            "was encountered")])}
     batch = fetch(serve(fake_http, ctx, logs, previous=previous), ctx)
     d = sorted((t for t in batch.tails if t.node == "gpu-d"), key=lambda t: t.time)
     assert [t.time for t in d] == [crashed, TIMEOUT + timedelta(seconds=2)]
@@ -393,13 +365,10 @@ def test_previous_container_tail_is_where_it_stopped(fake_http):
     # the current log answers 500: the previous log's tail is not kept either
     kube_src = serve(fake_http, ctx, logs, previous=previous)
     fake_http.route_prefix(
-        "GET",
-        f"/api/v1/namespaces/{NS}/pods/{PODS['gpu-d']}/log",
-        lambda req: (
-            (500, {"kind": "Status", "code": 500, "message": "proxy error"})
-            if (req.arg("previous") or "").lower() != "true"
-            else (200, previous["gpu-d"], {"Content-Type": "text/plain"})
-        ),
+        "GET", f"/api/v1/namespaces/{NS}/pods/{PODS['gpu-d']}/log",
+        lambda req: (500, {"kind": "Status", "code": 500, "message": "proxy error"})
+        if (req.arg("previous") or "").lower() != "true"
+        else (200, previous["gpu-d"], {"Content-Type": "text/plain"}),
     )
     batch = fetch(kube_src, ctx)
     assert "gpu-d" not in {t.node for t in batch.tails}
@@ -429,25 +398,11 @@ def test_a_kubernetes_event_is_not_the_node_writing():
     from attribution_dagster.core.observation import Observation
     from attribution_dagster.rules.engine.liveness import last_seen
 
-    tail = Observation(
-        kind="log_last_line",
-        node="gpu-c",
-        time=DIED,
-        excerpt="x",
-        source="pod_logs",
-        locator="pod a/b container trainer @ x",
-        parser="file_tail",
-        attrs={"stream": "trainer"},
-    )
-    event = Observation(
-        kind="node_unreachable",
-        node="gpu-c",
-        time=DIED + timedelta(minutes=5),
-        excerpt="NodeNotReady",
-        source="pod_logs",
-        locator="event default/c.1",
-        parser="k8s_event_node_down",
-        attrs={"event_reason": "NodeNotReady"},
-    )
+    tail = Observation(kind="log_last_line", node="gpu-c", time=DIED, excerpt="x",
+                       source="pod_logs", locator="pod a/b container trainer @ x",
+                       parser="file_tail", attrs={"stream": "trainer"})
+    event = Observation(kind="node_unreachable", node="gpu-c", time=DIED + timedelta(minutes=5),
+                        excerpt="NodeNotReady", source="pod_logs", locator="event default/c.1",
+                        parser="k8s_event_node_down", attrs={"event_reason": "NodeNotReady"})
     seen = last_seen([tail, event], NODES)
     assert list(seen["gpu-c"].values()) == [tail]

@@ -72,11 +72,8 @@ def make_ctx(nodes: list[str], **kw) -> ExecutionContext:
 
 def _re2ish(regex: str) -> re.Pattern:
     """Prometheus anchors matchers fully; the constructs used here mean the same in `re`."""
-    return (
-        re.compile(f"^(?:{regex[4:]})$", re.IGNORECASE)
-        if regex.startswith("(?i)")
-        else (re.compile(f"^(?:{regex})$"))
-    )
+    return re.compile(f"^(?:{regex[4:]})$", re.IGNORECASE) if regex.startswith("(?i)") else (
+        re.compile(f"^(?:{regex})$"))
 
 
 def test_promql_string_escapes_quotes_backslashes_newlines():
@@ -133,7 +130,7 @@ def test_screen_query_per_mode_for_all_nodes_in_one_query():
     counter = sels.screen(MetricFamily(id="c", names=("X_TOTAL", "Y_TOTAL"), mode="increase"))
     assert counter.count("changes(") == 4  # 2 names x 2 node labels, one query
     assert "max_over_time" not in counter
-    assert "label_replace(" in counter and '"__name__", "Y_TOTAL"' in counter
+    assert 'label_replace(' in counter and '"__name__", "Y_TOTAL"' in counter
     regex = '"(?i)(?:(?:a|b)(?:\\\\.[^:]*)?)(?::[0-9]+)?"'
     assert f'X_TOTAL{{Hostname=~{regex},cluster="atlas"}}' in counter
     assert "[3601000ms]" in counter
@@ -216,65 +213,34 @@ def fake_prometheus(fake, *, fail_family: str | None = None, status: int = 503):
         if fail_family and fail_family in q and q.startswith("label_replace("):
             return (status, {"status": "error", "errorType": "internal", "error": "boom"})
         if q.startswith("count by"):
-            return ok(
-                vector(
-                    [
-                        {"metric": {"Hostname": "node-a"}, "value": [T0, "8"]},
-                        {
-                            "metric": {"Hostname": "dcgm-exporter-b9152", "node": "node-c"},
-                            "value": [T0, "8"],
-                        },
-                    ]
-                )
-            )
+            return ok(vector([
+                {"metric": {"Hostname": "node-a"}, "value": [T0, "8"]},
+                {"metric": {"Hostname": "dcgm-exporter-b9152", "node": "node-c"},
+                 "value": [T0, "8"]},
+            ]))
         if q.startswith("label_replace(") and XID in q:  # screen
-            return ok(
-                vector(
-                    [
-                        {
-                            "metric": {"__name__": XID, "Hostname": "node-a", "gpu": "3"},
-                            "value": [T0, "1"],
-                        },
-                        {"metric": {"__name__": XID, **pod}, "value": [T0, "1"]},
-                        {
-                            "metric": {"__name__": XID, "Hostname": "dcgm-exporter-zz", "gpu": "1"},
-                            "value": [T0, "1"],
-                        },
-                    ]
-                )
-            )
+            return ok(vector([
+                {"metric": {"__name__": XID, "Hostname": "node-a", "gpu": "3"},
+                 "value": [T0, "1"]},
+                {"metric": {"__name__": XID, **pod}, "value": [T0, "1"]},
+                {"metric": {"__name__": XID, "Hostname": "dcgm-exporter-zz", "gpu": "1"},
+                 "value": [T0, "1"]},
+            ]))
         if q.startswith("label_replace("):
             return ok(vector([]))
         if q.startswith("{__name__=~") and 'Hostname=~"node-a"' in q:  # raw samples
-            return ok(
-                matrix(
-                    [
-                        {
-                            "metric": {"__name__": XID, "Hostname": "node-a", "gpu": "3"},
-                            "values": [
-                                [T0, "0"],
-                                [T0 + 60, "79"],
-                                [T0 + 120.5, "79"],
-                                [T0 + 180, "NaN"],
-                            ],
-                        }
-                    ]
-                )
-            )
+            return ok(matrix([{
+                "metric": {"__name__": XID, "Hostname": "node-a", "gpu": "3"},
+                "values": [[T0, "0"], [T0 + 60, "79"], [T0 + 120.5, "79"], [T0 + 180, "NaN"]],
+            }]))
         if q.startswith("{__name__=~") and 'node=~"node-c"' in q:
-            return ok(
-                matrix(
-                    [{"metric": {"__name__": XID, **pod}, "values": [[T0, "0"], [T0 + 90, "48"]]}]
-                )
-            )
+            return ok(matrix([{"metric": {"__name__": XID, **pod},
+                               "values": [[T0, "0"], [T0 + 90, "48"]]}]))
         return (400, {"status": "error", "errorType": "bad_data", "error": f"unexpected {q}"})
 
     fake.route("POST", "/api/v1/labels", labels)
-    fake.route(
-        "GET",
-        "/api/v1/label/__name__/values",
-        lambda req: ok([XID, "node_infiniband_link_downed_total", "up"]),
-    )
+    fake.route("GET", "/api/v1/label/__name__/values",
+               lambda req: ok([XID, "node_infiniband_link_downed_total", "up"]))
     fake.route("POST", "/api/v1/query", query)
 
 
@@ -305,14 +271,13 @@ def test_reads_samples_of_changed_series_with_locators(fake_http):
     assert any(str(s.locator).endswith(f"@ {T0 + 120}.5") for s in samples)
     obs = pipeline.normalize(RawEvidence(job_id="1", samples=samples), ctx)
     assert [(o.kind, o.node, o.code, o.gpu) for o in obs] == [
-        ("xid", "node-a", 79, 3),
-        ("xid", "node-c", 48, 5),
-    ]
+        ("xid", "node-a", 79, 3), ("xid", "node-c", 48, 5)]
 
 
 def test_one_family_failing_leaves_the_others_partial(fake_http):
     fake_prometheus(fake_http, fail_family="node_infiniband_link_downed_total", status=503)
-    samples, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    samples, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "partial"
     assert len(cov.errors) == 1 and "ib_link_downed_counter" in cov.errors[0]
     assert "answered 503" in cov.errors[0] and "boom" in cov.errors[0]
@@ -322,14 +287,16 @@ def test_one_family_failing_leaves_the_others_partial(fake_http):
 
 def test_bad_query_400_is_not_retryable(fake_http):
     fake_prometheus(fake_http, fail_family="node_infiniband_link_downed_total", status=400)
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "partial" and cov.retryable is False
     assert "answered 400" in cov.errors[0]
 
 
 def test_every_query_500_is_failed_and_retryable(fake_http):
     route_everything(fake_http, lambda req: (500, "internal error"))
-    samples, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    samples, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert samples == [] and cov.status == "failed" and cov.retryable is True
     # the first (index-only) call answered 500 four times (3 retries, connectors/http.py):
     # the fetch stops there rather than hammer a failing server with the other calls
@@ -345,8 +312,7 @@ def test_timeout_is_retryable_with_an_actionable_line(fake_http):
     fake_http.route_prefix("POST", "/api/v1/", slow)
     t = time.monotonic()
     _, cov = client_for(fake_http.url, timeout_seconds=0.2).fetch_metrics(
-        make_ctx(["node-a"]), FAMILIES, WINDOW
-    )
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert time.monotonic() - t < 4
     assert cov.status == "failed" and cov.retryable is True
     # the index-only first call timed out, was retried (3 retries, connectors/http.py) and
@@ -367,8 +333,7 @@ def test_one_family_timing_out_leaves_the_others(fake_http):
 
     fake_http.route("POST", "/api/v1/query", slow_ib)
     samples, cov = client_for(fake_http.url, timeout_seconds=0.3).fetch_metrics(
-        make_ctx(["node-a"]), FAMILIES, WINDOW
-    )
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "partial" and cov.retryable is True
     assert len(cov.errors) == 1 and cov.errors[0].startswith("family ib_link_downed_counter")
     assert any(s.value == 79 for s in samples)
@@ -376,7 +341,8 @@ def test_one_family_timing_out_leaves_the_others(fake_http):
 
 def test_malformed_json_fails_with_a_clear_line(fake_http):
     route_everything(fake_http, lambda req: (200, "<html>login</html>"))
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "failed" and cov.retryable is False
     assert "malformed JSON" in cov.errors[0] and "<html>login" in cov.errors[0]
     assert "\n" not in cov.errors[0]
@@ -385,10 +351,10 @@ def test_malformed_json_fails_with_a_clear_line(fake_http):
 def test_unexpected_result_type_is_an_error_not_a_crash(fake_http):
     fake_http.route("POST", "/api/v1/labels", lambda req: ok(["Hostname"]))
     fake_http.route("GET", "/api/v1/label/__name__/values", lambda req: ok([XID]))
-    fake_http.route(
-        "POST", "/api/v1/query", lambda req: ok({"resultType": "scalar", "result": [0, "1"]})
-    )
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    fake_http.route("POST", "/api/v1/query", lambda req: ok({"resultType": "scalar",
+                                                             "result": [0, "1"]}))
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "partial" and any("resultType 'scalar'" in e for e in cov.errors)
 
 
@@ -396,7 +362,8 @@ def test_401_stops_after_one_query_and_names_the_env_var(fake_http, monkeypatch)
     monkeypatch.setenv("PROM_TOKEN", "s3cret")
     fake_http.route_prefix("POST", "/api/v1/", lambda req: (401, "Unauthorized"))
     client = client_for(fake_http.url, bearer_token_env="PROM_TOKEN")
-    _, cov = client.fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    _, cov = client.fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.queries == 1 and cov.status == "failed" and cov.retryable is False
     assert cov.errors == [
         f"label discovery: Prometheus at {fake_http.url} answered 401: "
@@ -408,7 +375,8 @@ def test_401_stops_after_one_query_and_names_the_env_var(fake_http, monkeypatch)
 
 def test_403_without_credentials_says_how_to_configure_them(fake_http):
     fake_http.route_prefix("POST", "/api/v1/", lambda req: (403, {"error": "forbidden"}))
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert "answered 403" in cov.errors[0] and "bearer_token_env" in cov.errors[0]
 
 
@@ -417,8 +385,7 @@ def test_connection_refused_is_retryable_and_stops(fake_http):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again when the block ends: nobody listens
     _, cov = client_for(f"http://127.0.0.1:{port}").fetch_metrics(
-        make_ctx(["node-a"]), FAMILIES, WINDOW
-    )
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     # one call, retried 3 times (connectors/http.py), then the fetch stops
     assert cov.queries == 4 and cov.status == "failed" and cov.retryable is True
     assert "cannot connect to Prometheus at" in cov.errors[0]
@@ -434,7 +401,8 @@ def test_headers_basic_auth_and_extra_selector_are_sent(fake_http, monkeypatch):
         basic_password_env="PROM_PW",
         extra_selector='cluster="atlas"',
     )
-    client.fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    client.fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     first = fake_http.requests[0]
     assert first.headers["x-scope-orgid"] == "tenant-a"
     assert first.headers["authorization"].startswith("Basic ")
@@ -451,7 +419,8 @@ def test_headers_basic_auth_and_extra_selector_are_sent(fake_http, monkeypatch):
 
 def test_no_node_label_on_the_series_is_empty_with_a_hint(fake_http):
     fake_http.route("POST", "/api/v1/labels", lambda req: ok(["__name__", "job", "gpu"]))
-    _, cov = client_for(fake_http.url).fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    _, cov = client_for(fake_http.url).fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "empty" and cov.queries == 1
     assert "carries a node label" in cov.errors[0] and "node_labels" in cov.errors[0]
 
@@ -464,10 +433,10 @@ def test_transport_is_injectable():
         seen.append(request.url.path)
         return httpx.Response(200, json={"status": "success", "data": []})
 
-    client = PrometheusClient(
-        PrometheusConfig(url="http://prom.invalid"), transport=httpx.MockTransport(handler)
-    )
-    _, cov = client.fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    client = PrometheusClient(PrometheusConfig(url="http://prom.invalid"),
+                              transport=httpx.MockTransport(handler))
+    _, cov = client.fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert seen == ["/api/v1/labels"] and cov.status == "empty"
     assert "holds no series" in cov.errors[0]
 
@@ -497,10 +466,8 @@ def test_pipeline_takes_case_logs_and_cluster_metrics(tmp_path, fake_http):
 def prom_url() -> str:
     if not PROM_URL:
         if REQUIRE:
-            pytest.fail(
-                "ATTRIBUTION_REQUIRE_SERVICES=1 but ATTRIBUTION_TEST_PROM_URL is unset "
-                "(scripts/ci-prometheus.sh start did not run or failed)"
-            )
+            pytest.fail("ATTRIBUTION_REQUIRE_SERVICES=1 but ATTRIBUTION_TEST_PROM_URL is unset "
+                        "(scripts/ci-prometheus.sh start did not run or failed)")
         pytest.skip("ATTRIBUTION_TEST_PROM_URL is not set (scripts/ci-prometheus.sh start)")
     return PROM_URL
 
@@ -516,24 +483,14 @@ CASES = metric_cases()
 
 
 def prom_client(url: str, case: Path) -> PrometheusClient:
-    return PrometheusConfig(url=url, extra_selector=f'attribution_case="{case.name}"').client(
-        case.name
-    )
+    return PrometheusConfig(
+        url=url, extra_selector=f'attribution_case="{case.name}"'
+    ).client(case.name)
 
 
 def obs_key(o) -> tuple:
-    return (
-        o.kind,
-        o.node,
-        o.time,
-        o.gpu,
-        o.pci,
-        o.port,
-        o.code,
-        o.parser,
-        o.attrs.get("delta"),
-        o.attrs.get("state"),
-    )
+    return (o.kind, o.node, o.time, o.gpu, o.pci, o.port, o.code, o.parser,
+            o.attrs.get("delta"), o.attrs.get("state"))
 
 
 @pytest.mark.prometheus
@@ -577,27 +534,13 @@ def test_end_to_end_logs_from_files_metrics_from_prometheus(prom_url, case, tmp_
     expected = pipeline.analyze_case(case)
     stripped = tmp_path / case.name
     shutil.copytree(case, stripped, ignore=shutil.ignore_patterns("metrics"))
-    cluster = Cluster(
-        "ci",
-        ClusterConfig.model_validate(
-            {
-                "metrics": [
-                    {
-                        "kind": "prometheus",
-                        "url": prom_url,
-                        "extra_selector": f'attribution_case="{case.name}"',
-                    }
-                ]
-            }
-        ),
-    )
+    cluster = Cluster("ci", ClusterConfig.model_validate({"metrics": [{
+        "kind": "prometheus", "url": prom_url,
+        "extra_selector": f'attribution_case="{case.name}"'}]}))
     ctx = pipeline.load_context(stripped)
     got = pipeline.analyze_context(ctx, case=stripped, sources=cluster.sources)
     assert (got.status, got.category, got.suspect_nodes) == (
-        expected.status,
-        expected.category,
-        expected.suspect_nodes,
-    )
+        expected.status, expected.category, expected.suspect_nodes)
     prom_cov = [c for c in got.coverage if c.source == "prometheus"]
     assert len(prom_cov) == 1 and prom_cov[0].queries > 0
 
@@ -649,10 +592,7 @@ def test_end_to_end_cases_need_their_metrics(tmp_path):
         without = pipeline.analyze_context(pipeline.load_context(stripped), case=stripped)
         full = pipeline.analyze_case(case)
         if (without.status, without.category, without.suspect_nodes) != (
-            full.status,
-            full.category,
-            full.suspect_nodes,
-        ):
+            full.status, full.category, full.suspect_nodes):
             differs.append(case.name)
     assert "metrics-only-cause" in differs
     assert len(differs) >= 5, differs
@@ -661,13 +601,13 @@ def test_end_to_end_cases_need_their_metrics(tmp_path):
 def test_unset_token_variable_and_missing_ca_bundle_are_named(fake_http, monkeypatch):
     monkeypatch.delenv("PROM_TOKEN_UNSET", raising=False)
     _, cov = client_for(fake_http.url, bearer_token_env="PROM_TOKEN_UNSET").fetch_metrics(
-        make_ctx(["node-a"]), FAMILIES, WINDOW
-    )
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "failed" and cov.queries == 0 and fake_http.requests == []
     assert cov.errors[0].startswith("environment variable PROM_TOKEN_UNSET is empty")
     assert "bearer_token_env" in cov.errors[0]
     client = client_for(fake_http.url, verify_tls="/nonexistent/ca.pem")
-    _, cov = client.fetch_metrics(make_ctx(["node-a"]), FAMILIES, WINDOW)
+    _, cov = client.fetch_metrics(
+        make_ctx(["node-a"]), FAMILIES, WINDOW)
     assert cov.status == "failed" and cov.queries == 0
     assert "cannot load TLS files" in cov.errors[0] and "/nonexistent/ca.pem" in cov.errors[0]
 
@@ -695,10 +635,8 @@ def test_real_prometheus_long_window_subquery_path(prom_url):
     ctx = pipeline.load_context(case)
     window = AnalysisSettings().window(ctx)
     client = PrometheusConfig(
-        url=prom_url,
-        extra_selector=f'attribution_case="{case.name}"',
-        raw_max_window_seconds=60,
-        step_seconds=60,
+        url=prom_url, extra_selector=f'attribution_case="{case.name}"',
+        raw_max_window_seconds=60, step_seconds=60,
     ).client("x")
     samples, cov = client.fetch_metrics(ctx, CATALOG, window)
     assert cov.errors == []

@@ -656,11 +656,8 @@ def test_rest_429_is_retried_as_retry_after_says(fake_http) -> None:
     """slurmrestd behind a rate-limiting proxy: the 429's `Retry-After` is the wait, then the
     retry reads the jobs (recorded v0.0.41 shape: an empty job list)."""
     answers = [(429, "slow down", {"Retry-After": "7"})]
-    fake_http.route(
-        "GET",
-        "/slurmdb/v0.0.41/jobs",
-        lambda r: answers.pop(0) if answers else (200, {"jobs": [], "errors": []}),
-    )
+    fake_http.route("GET", "/slurmdb/v0.0.41/jobs",
+                    lambda r: answers.pop(0) if answers else (200, {"jobs": [], "errors": []}))
     waits: list[float] = []
     client = RestClient(rest_config(fake_http.url, api_version="v0.0.41", node_addresses=False),
                         "c", env={"TEST_SLURM_JWT": "t"}, sleep=waits.append)  # fmt: skip

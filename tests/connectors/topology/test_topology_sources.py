@@ -42,13 +42,18 @@ SCONTROL = (  # Slurm's own output shape (TOPOLOGY-FACTS s3), the CI cluster's n
 )
 
 
-def _ctx(start: datetime, cluster: str = "atlas", case_dir: str | None = None) -> ExecutionContext:
+def _ctx(
+    start: datetime,
+    cluster: str = "atlas",
+    case_dir: str | None = None,
+    nodes: tuple[str, ...] = ("gpu-a01", "gpu-a02"),
+) -> ExecutionContext:
     return ExecutionContext.model_validate(
         {
             "job_id": "4412",
             "cluster": cluster,
             "scheduler": "slurm",
-            "nodes": ["gpu-a01", "gpu-a02"],
+            "nodes": list(nodes),
             "start": start.isoformat(),
             "end": (start + timedelta(hours=1)).isoformat(),
             "state": "FAILED",
@@ -264,8 +269,15 @@ def test_collect_topology_case_directory_wins(tmp_path: Path) -> None:
         tmp_path, _ctx(datetime(2026, 11, 2, tzinfo=UTC)), cluster.sources, cov
     )
     assert topo is not None and topo.leaf("gpu-a01") == "ib-leaf-01"
+    # the job's nodes only (gpu-a01's two cables, gpu-a02's one), every switch kept
+    assert [(c.node, c.switch_port) for c in topo.cables] == [
+        ("gpu-a01", "1"),
+        ("gpu-a01", "2"),
+        ("gpu-a02", "9"),
+    ]
+    assert len(topo.switches) == 3
     assert [(c.source, c.status, c.files, c.records) for c in cov] == [
-        ("topology:files", "ok", 1, 5)
+        ("topology:files", "ok", 1, 3)
     ]
 
 
@@ -303,6 +315,17 @@ def test_collect_topology_from_cluster_sources_at_the_job_start(tmp_path: Path) 
     assert cov == []
 
 
+def test_collect_topology_resolves_host_spellings_to_the_job(tmp_path: Path) -> None:
+    """A topology that spells hosts with their domain still places the job's nodes."""
+    (tmp_path / "topology").mkdir()
+    (tmp_path / "topology" / "topology.conf").write_text(
+        "SwitchName=l1 Nodes=gpu-a01.cluster.local,gpu-a02.cluster.local,gpu-z99.cluster.local\n"
+    )
+    topo = pipeline.collect_topology(tmp_path, _ctx(datetime(2026, 11, 2, tzinfo=UTC)))
+    assert topo is not None
+    assert sorted(topo.leaf_of) == ["gpu-a01.cluster.local", "gpu-a02.cluster.local"]
+
+
 def test_collect_evidence_carries_the_topology(tmp_path: Path) -> None:
     case = tmp_path / "case"
     (case / "logs" / "gpu-a01").mkdir(parents=True)
@@ -331,3 +354,27 @@ def test_cluster_topology_records_a_failing_source_and_keeps_the_others(tmp_path
     assert [s.name for s in again.as_sources()] == ["files", "slurm_scontrol"]
     with pytest.raises(SourceError):
         again.as_sources()[1].snapshots()
+
+
+def test_a_cluster_reads_its_topology_once_for_many_jobs(tmp_path: Path) -> None:
+    """The CLI and fleet paths ask per job; the cluster's sources keep a read for a while,
+    and a failure is not kept."""
+    calls: list[str] = []
+    results = [RunResult(1, "", "scontrol: error: Socket timed out"), RunResult(0, SCONTROL, "")]
+
+    def runner(argv, env, timeout):
+        calls.append(argv[1])
+        return results.pop(0) if results else RunResult(0, SCONTROL, "")
+
+    cluster = Cluster(
+        "atlas", ClusterConfig.model_validate({"topology": [{"kind": "slurm_scontrol"}]})
+    )
+    [cached] = cluster.sources.topology
+    cached.source.client.runner = runner
+    ctx = _ctx(datetime(2026, 11, 2, tzinfo=UTC), nodes=("node-a", "node-c"))
+    cov: list = []
+    assert pipeline.collect_topology(None, ctx, cluster.sources, cov) is None
+    assert cov[0].status == "failed" and cov[0].retryable  # a timeout: transient
+    for _ in range(5):
+        assert pipeline.collect_topology(None, ctx, cluster.sources).leaf("node-c") == "leaf-2"
+    assert len(calls) == 2
