@@ -313,9 +313,12 @@ def attribute(
     settings: AnalysisSettings | None = None,
     topology: Topology | None = None,
 ) -> AttributionResult:
-    """The rule engine's verdict. `topology` (collect_topology) is where the job's nodes sit
-    in the fabric; the engine's fault-domain rules read it (feat/topo-engine)."""
-    result = engine().attribute(ctx, observations, coverage, settings or AnalysisSettings())
+    """The rule engine's verdict; with the cluster's `topology` (the snapshot in force when the
+    job ran), switch-side lines count as evidence and a network or NVLink cause gets its
+    `fault_domain`."""
+    result = engine().attribute(
+        ctx, observations, coverage, settings or AnalysisSettings(), topology=topology
+    )
     return result.model_copy(update={"analyzed_at": datetime.now(timezone.utc)})
 
 

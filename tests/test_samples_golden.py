@@ -107,6 +107,31 @@ def test_expected_file_is_coherent(name: str) -> None:
 
 
 # ---- the outcome ------------------------------------------------------------------
+@pytest.mark.parametrize("name", [n for n in CASES if "fault_domain" in _expected(n)])
+def test_fault_domain_matches_expected(name: str) -> None:
+    """Where expected.json says `fault_domain` (issue 23): null, or the same level and name,
+    the same nodes and the same cables (each `{node, host_port, switch, switch_port}`)."""
+    want, got = _expected(name)["fault_domain"], _result(name).fault_domain
+    if want is None:
+        assert got is None, f"no fault domain expected, got {got}"
+        return
+    assert got is not None, f"want {want['level']} {want['name']}, got none"
+    assert (got.level, got.name) == (want["level"], want["name"])
+    assert set(got.nodes) == set(want["nodes"])
+    ports = {(p.node, p.host_port, p.switch, p.switch_port) for p in got.ports}
+    keys = ("node", "host_port", "switch", "switch_port")
+    assert ports == {tuple(p[k] for k in keys) for p in want["ports"]}
+
+
+def test_every_fault_domain_level_has_a_sample() -> None:
+    levels = {
+        (_expected(n)["fault_domain"] or {}).get("level")
+        for n in CASES
+        if "fault_domain" in _expected(n)
+    }
+    assert levels == {"link", "leaf", "spine", "nvlink_domain", None}
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_outcome_matches_expected(name: str) -> None:
     exp, res = _expected(name), _result(name)

@@ -212,6 +212,8 @@ def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
         "failed or partial sources": ", ".join(partial) or "none",
         "rules_version": result.rules_version,
     }
+    if result.fault_domain is not None:  # the CLI's "look first at" line (issue 23)
+        md["look first at"] = result.fault_domain.describe()
     if result.confidence is not None:
         md["confidence"] = MetadataValue.float(float(result.confidence))
     if result.candidates:

@@ -36,6 +36,9 @@ class Anchor(BaseModel):
     # not a prefilter hit: the scanner keeps only the LAST line of each file holding it
     # (training progress lines are a large share of a log; the engine needs where they stop)
     last_only: bool = False
+    # a switch-side literal (OpenSM, UFM, switch syslog): a cluster-level source keeps such a
+    # line even when it names no job node; the engine maps it through the topology
+    switch_side: bool = False
 
 
 class MetricFamily(BaseModel):

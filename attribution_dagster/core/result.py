@@ -120,6 +120,18 @@ class FaultDomain(BaseModel):
     nodes: list[str] = Field(default_factory=list)
     ports: list[FaultPort] = Field(default_factory=list)
 
+    def describe(self) -> str:
+        """One line for the views' "look first at": `leaf ib-leaf-07 ports 12, 14, 15
+        (node-a, node-b, node-c)`, `link ib-leaf-07 port 5 (gpu-003 mlx5_10)`."""
+        ports = [p.switch_port for p in self.ports if p.switch_port]
+        head = f"{self.level} {self.name}"
+        if ports:
+            head += (" port " if len(ports) == 1 else " ports ") + ", ".join(ports)
+        if self.level == "link" and self.ports:
+            ends = [f"{p.node} {p.host_port}" if p.host_port else p.node for p in self.ports]
+            return f"{head} ({', '.join(ends)})"
+        return f"{head} ({', '.join(self.nodes)})" if self.nodes else head
+
 
 class AttributionResult(BaseModel):
     """The result contract of spec section 2, plus optional detail fields."""

@@ -16,6 +16,11 @@ cost almost nothing. A file read from a node log tree outside the case (`files` 
 a `.prom` file goes to its own line of the same file; samples from Prometheus go to
 `metrics/exported.prom`.
 
+Topology (issue 23): the files of the topology the job was read against (a case's
+`topology/`, a files source's snapshot) are copied whole to `topology/`, so switch-side lines
+map to the same job nodes and the same fault domain is found; a topology read live (`scontrol
+show topology`, node labels from the API) has no file and is not written.
+
 Times: an untimed kept line took its time from the nearest earlier timed line of its file
 (and its latest possible time from the next one). When that line was not kept, the export
 writes in its place a line holding only that time (`<ISO time> -- (attribution export:
@@ -125,7 +130,9 @@ class ExportSummary:
 
     @property
     def lines(self) -> int:
-        return sum(f.kept for f in self.files if not f.path.startswith(("metrics/", "dumps/")))
+        return sum(
+            f.kept for f in self.files if not f.path.startswith(("metrics/", "dumps/", "topology/"))
+        )
 
 
 class _File:
@@ -330,7 +337,45 @@ def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSumm
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_bytes(data)
         summary.files.append(WrittenFile(path=str(rel), kept=len(dump.entries), bytes=len(data)))
+    summary.files.extend(_write_topology(out, ctx, raw))
     return summary
+
+
+def _write_topology(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> list[WrittenFile]:
+    """The topology files the job was read against (issue 23), copied to `out/topology/` as
+    they were (`ibnetdiscover.txt`, `topology.conf`, `lldp/<node>.json` ...): a source named
+    relative to the case (`topology/ibnetdiscover.txt`) or by an absolute path. A topology
+    from a live source (`scontrol show topology`, the Kubernetes API) has no file and is not
+    written: analyse such an export with the cluster's topology source configured."""
+    topo = raw.topology
+    if topo is None:
+        return []
+    written: list[WrittenFile] = []
+    for source in topo.sources:
+        rel = PurePosixPath(source)
+        candidates = [Path(source)] if rel.is_absolute() else []
+        if ctx.case_dir and not rel.is_absolute() and ".." not in rel.parts:
+            candidates.append(Path(ctx.case_dir) / source)
+        src = next((p for p in candidates if p.is_file()), None)
+        if src is None:
+            continue
+        sub = ("lldp",) if src.parent.name == "lldp" else ()
+        dest = PurePosixPath("topology", *sub, src.name)
+        data = src.read_bytes()
+        (out / dest).parent.mkdir(parents=True, exist_ok=True)
+        (out / dest).write_bytes(data)
+        lines = data.decode("utf-8", "replace").splitlines()
+        blank = sum(1 for ln in lines if not ln)
+        written.append(
+            WrittenFile(
+                path=str(dest),
+                kept=len(lines) - blank,
+                empty=blank,
+                last_line=len(lines),
+                bytes=len(data),
+            )
+        )
+    return written
 
 
 def describe(summary: ExportSummary) -> list[str]:

@@ -119,7 +119,12 @@ def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
         out.append(f"  {status}")
     if result.summary:
         out.append(f"  {result.summary}")
-    if result.status == "attributed":
+    if result.status == "attributed" and result.fault_domain is not None:
+        # where the cause sits in the fabric (issue 23): the switch and its ports
+        out.append(f"  look first at: {result.fault_domain.describe()}")
+        if result.suspects or result.suspect_nodes:
+            out.append(f"  suspects: {suspects_text(result)}")
+    elif result.status == "attributed":
         out.append(f"  look first at: {suspects_text(result)}")
     elif result.leads:
         out.extend(leads_lines(result))

@@ -62,6 +62,12 @@ class ParserSpec(BaseModel):
     # an attr holding the event's own ISO time (slurmstepd `CANCELLED AT <time>`): it becomes
     # the observation's exact time when the line itself carried none
     time_from: str | None = None
+    # a line a switch, subnet manager or fabric manager writes (attrs.side = switch): it names
+    # a switch port, a port GUID or a host description, seldom a job node. On a cluster-level
+    # source it is kept even when it names no job node; the engine maps it through the
+    # cluster's topology to the job node at the other end of the cable (rules/engine/
+    # switchside.py), else it stays context only
+    switch_side: bool = False
     examples: list[ExampleSpec] = Field(min_length=1)
 
     @field_validator("anchors", mode="before")

@@ -26,8 +26,10 @@ Cluster-level lines (record node `nodes.CLUSTER_NODE`: slurmctld.log, Kubernetes
 central syslog) come from no job node. Each observation goes to the job node(s) the parser's
 `node_from` group names (a Slurm hostlist `cn-[0410-0411]` gives one observation per job node
 in it), else the NCCL origin host, else every job node the line names at all
-(`NodeIndex.named_in`); a line naming no job node gives nothing (it is context only).
-attrs.logged_on is then `*cluster*`.
+(`NodeIndex.named_in`); a line naming no job node gives nothing (it is context only), except
+a `switch_side` parser's (OpenSM, UFM, switch syslog: it names a switch port or a port GUID):
+that observation stays on `*cluster*` and the engine maps it through the cluster's topology
+to the job node cabled there, or drops it as context. attrs.logged_on is then `*cluster*`.
 
 A traceback line such as `torch.OutOfMemoryError: CUDA out of memory` yields both a
 `traceback` (attrs.family cuda_oom) and a `cuda_oom`; rules should treat the pair as one event.
@@ -55,7 +57,10 @@ Attrs by kind (full list with examples: docs/parsers.md):
   cuda_oom: tried, total (gpu field from "GPU N has a total capacity").
 - ib_completion_error: status, status_name, vendor_err, opcode, direction, peer_port, host.
   ib_link_down / ib_link_up: driver (logs) or origin=metric, state, previous_state, delta;
-  reason=cable_unplugged. nic_fatal: what / module, status, detail. pcie_aer: severity
+  reason=cable_unplugged; from a switch-side line (OpenSM, UFM, Cumulus, SONiC): side=switch,
+  origin, switch, switch_guid, switch_port, peer_switch*, host, host_port, host_guid (the
+  engine adds the cable's switch / switch_port / host_port once the topology maps it).
+  nic_fatal: what / module, status, detail. pcie_aer: severity
   (corrected, nonfatal, fatal), source_device, type. nccl_abort: what. nccl_warn: message.
 - collective_timeout: rank, global_rank, pg, seq, op, timeout_ms, ran_ms. watchdog_failure:
   rank, global_rank, seq, failure_detected / thread_terminated / process_down.
@@ -199,15 +204,23 @@ class ParserCatalog:
         by_literal: dict[str, set[int]] = {}
         context: dict[str, int] = {}
         hit: set[str] = set()  # literals some ordinary (not last_only) parser needs as hits
+        switch_side: set[str] = set()  # literals of switch-side parsers (kept unnamed)
         for p in self.parsers:
             for a in p.spec.anchors:
                 by_literal.setdefault(a.literal, set()).add(p.index)
                 context[a.literal] = max(context.get(a.literal, 0), a.context_after)
                 if not p.spec.last_only:
                     hit.add(a.literal)
+                if p.spec.switch_side:
+                    switch_side.add(a.literal)
         self._dispatch = [(lit, tuple(sorted(ix))) for lit, ix in by_literal.items()]
         self._anchors = [
-            Anchor(literal=lit, context_after=context[lit], last_only=lit not in hit)
+            Anchor(
+                literal=lit,
+                context_after=context[lit],
+                last_only=lit not in hit,
+                switch_side=lit in switch_side,
+            )
             for lit in by_literal
         ]
         self._hs = _HyperscanDispatch.build([lit for lit, _ in self._dispatch])
@@ -370,8 +383,10 @@ class ParserCatalog:
             if not hosts and cluster and ctx is not None:
                 # no host group resolved: the job nodes the line names at all
                 hosts = _index(ctx).named_in(line)
-            if cluster and not hosts:
+            if cluster and not hosts and not p.spec.switch_side:
                 continue  # a cluster-level line about no node of this job: context only
+            # a switch-side line naming no job node stays on CLUSTER_NODE: the engine maps its
+            # switch port / port GUID through the topology (rules/engine/switchside.py)
             when, quality = rec.time, rec.time_quality
             latest = rec.time_latest if quality != "exact" else None
             # an Event's every observation is timed like the Event (its first occurrence)

@@ -305,3 +305,24 @@ def test_a_time_line_holds_no_anchor_so_it_is_never_evidence():
     anchors = catalog().anchors(last_only=True)
     assert anchors
     assert [a.literal for a in anchors if a.literal.lower() in line] == []
+
+
+def test_the_topology_files_travel_with_the_export(tmp_path):
+    """Issue 23: the case's topology/ files are written back as they were, so the export's
+    analysis places the fault in the same switch port (and switch-side lines still map)."""
+    from attribution_dagster.core.settings import AnalysisSettings
+    from attribution_dagster.pipeline import analyze_case, collect_evidence, load_context
+    from attribution_dagster.reports.export import write_case
+
+    src = SAMPLES / "topo-link-switch-side-only"
+    ctx = load_context(src).model_copy(update={"case_dir": str(src)})
+    raw = collect_evidence(None, ctx, AnalysisSettings())
+    summary = write_case(tmp_path / "out", ctx, raw)
+    assert "topology/ibnetdiscover.txt" in {f.path for f in summary.files}
+    assert (tmp_path / "out/topology/ibnetdiscover.txt").read_bytes() == (
+        src / "topology/ibnetdiscover.txt"
+    ).read_bytes()
+    again = analyze_case(tmp_path / "out")
+    assert again.suspect_nodes == ["gpu-002"]
+    original = analyze_case(src).fault_domain
+    assert original is not None and again.fault_domain == original

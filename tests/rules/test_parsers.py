@@ -112,7 +112,8 @@ def test_anchors_are_selective_literals() -> None:
     child = [a for a in anchors if a.literal == "ChildFailedError"]
     assert child and child[0].context_after > 10
     # used sparingly: torchrun's summary block, a pretty-printed Kubernetes Event item and
-    # driver messages split over NVRM lines, torchfrtrace's missing-ranks block
+    # driver messages split over NVRM lines, torchfrtrace's missing-ranks block, Fabric
+    # Manager's GPU NVL fatal block
     event = [a for a in anchors if a.literal == '"eventTime"']
     assert event and event[0].context_after >= 30
     assert {a.literal for a in anchors if a.context_after} == {
@@ -120,6 +121,7 @@ def test_anchors_are_selective_literals() -> None:
         '"eventTime"',
         "NVRM: The NVIDIA GPU",
         "Not all ranks joining collective",
+        "GPU NVL Fatal error",
     }
     # progress literals are never prefilter hits (they match most lines of a training log)
     assert not {"loss=", "loss: ", "it/s]"} & set(lits)

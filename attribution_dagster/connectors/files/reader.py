@@ -207,6 +207,9 @@ class Reader:
         and the number of files that could not be read at all."""
         results = self._scan_all(self._spec(ctx, anchors, window), jobs)
         index = NodeIndex.of(ctx)
+        # a switch-side line (OpenSM, UFM, switch syslog) names a switch port, not a job node:
+        # kept for the engine to map through the topology (the parser catalog says which)
+        switch_side = tuple(a.literal for a in anchors if a.switch_side)
         records: list[RawRecord] = []
         tails: list[RawRecord] = []
         progress: list[RawRecord] = []
@@ -225,7 +228,11 @@ class Reader:
             for lineno, t, quality, text in res.records:
                 # the whole record: a pretty-printed Event names its node lines after the
                 # `"eventTime"` line the record starts at (the API door sees it whole)
-                if job.node == CLUSTER_NODE and not index.named_in(text):
+                if (
+                    job.node == CLUSTER_NODE
+                    and not index.named_in(text)
+                    and not any(lit in text for lit in switch_side)
+                ):
                     cov.context_lines += 1
                     continue
                 rep = res.repeats.get(lineno)

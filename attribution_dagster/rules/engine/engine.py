@@ -5,6 +5,8 @@
 
 Steps (each visible in `attribute`, each in its own module):
 
+0. with the cluster's topology, move each switch-side line (OpenSM, UFM, a switch's syslog)
+   to the job node cabled to the port it names; the rest is context (switchside.py);
 1. correct the times of a node whose clock is off (clocks.py); keep observations on the job's
    nodes inside [start - lead, end + lag]; add the scheduler's final state (intake.py);
 2. classify each by the first applicable rule (file order = precedence): cause, symptom,
@@ -18,7 +20,9 @@ Steps (each visible in `attribute`, each in its own module):
    went on after (progress.py);
 5. let candidates explain each other (an XID 79 explains later IB retry errors; an earlier
    infrastructure fault outranks a TIMEOUT state), then decide attributed / ambiguous /
-   unattributed (here), and build the result with a time-ordered chain (outcome.py).
+   unattributed (here), and build the result with a time-ordered chain (outcome.py);
+6. place an attributed network / NVLink cause in the topology: link, leaf, spine or NVLink
+   domain (faultdomain.py, thresholds in rules.yaml `fault_domains:`).
 
 `attribution rules --markdown > docs/rules.md` writes the catalog (rules/docs/rules_md.py).
 """
@@ -35,7 +39,16 @@ from attribution_dagster.core.evidence import SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.rules.engine import hangs, intake, outcome, progress, timing
+from attribution_dagster.core.topology import Topology
+from attribution_dagster.rules.engine import (
+    faultdomain,
+    hangs,
+    intake,
+    outcome,
+    progress,
+    switchside,
+    timing,
+)
 from attribution_dagster.rules.engine.candidates import candidates, merge
 from attribution_dagster.rules.engine.items import Cand, Item
 from attribution_dagster.rules.engine.peers import peers_and_silence
@@ -75,12 +88,19 @@ class RuleEngine:
         observations: list[Observation],
         coverage: list[SourceCoverage],
         settings: AnalysisSettings | None = None,
+        topology: Topology | None = None,
     ) -> AttributionResult:
+        """`topology`: the cluster's topology snapshot in force when the job ran, if known
+        (switch-side lines become evidence about job nodes; a network or NVLink cause gets
+        its `fault_domain`)."""
+        notes: list[str] = []
+        observations, switch_context = switchside.place(ctx, observations, topology, notes)
         # hangs (issue 18): lines about a rank go to its node; who did not arrive
         observations = hangs.place(ctx, observations)
         hang = hangs.analyze(ctx, observations)
         observations = [o for o in observations if not o.attrs.get("undecided")]
-        result = self._attribute(ctx, observations, coverage, settings, hang)
+        where = _Where(topology, switch_context, self.rulebook.fault_domains)
+        result = self._attribute(ctx, observations, coverage, settings, hang, where, notes)
         return hangs.apply(result, hang)
 
     def _attribute(
@@ -90,10 +110,11 @@ class RuleEngine:
         coverage: list[SourceCoverage],
         settings: AnalysisSettings | None,
         hang: hangs.Hang,
+        where: _Where,
+        notes: list[str],
     ) -> AttributionResult:
         settings = settings or AnalysisSettings()
         classify = partial(self.classify, gpu_model=ctx.gpu_model, state=ctx.state)
-        notes: list[str] = []
         observations = intake.correct_clocks(ctx, observations, settings, notes)
         kept = intake.in_scope(ctx, observations, settings, notes)
         if ctx.state in intake.STATES_AS_EVIDENCE:
@@ -119,7 +140,16 @@ class RuleEngine:
 
         last = progress.last_progress(observations, ctx)
         roots = self._rank(ctx, kept, causes, symptoms, last, settings, notes)
-        return self._decide(ctx, roots, symptoms, last, coverage, notes, base, pointed, hang)
+        result, top = self._decide(ctx, roots, symptoms, last, coverage, notes, base, pointed, hang)
+        if top is None or where.topology is None:
+            return result
+        fd_notes: list[str] = []
+        fd = faultdomain.locate(
+            ctx, top, kept, where.context, where.topology, where.spec, settings, fd_notes
+        )
+        if fd is None:
+            return result
+        return result.model_copy(update={"fault_domain": fd, "notes": [*fd_notes, *result.notes]})
 
     def _rank(
         self,
@@ -170,10 +200,10 @@ class RuleEngine:
         base: outcome.Base,
         pointed: str | None,
         hang: hangs.Hang,
-    ) -> AttributionResult:
+    ) -> tuple[AttributionResult, Cand | None]:
         """Attributed when one timed candidate clears `min_score` and no other of another
         category or node comes within `ambiguity_margin` of it; else ambiguous or
-        unattributed."""
+        unattributed. The candidate attributed is returned with the result (else None)."""
         tn = self.tuning
         cap = tn.max_chain_links
         timed = [c for c in roots if c.t is not None and c.score >= tn.min_score]
@@ -189,7 +219,7 @@ class RuleEngine:
                     f"strongest candidate too weak to attribute ({best.category}, "
                     f"score {best.score:.0f} < {tn.min_score:.0f}): {best.summary}"
                 )
-            return outcome.unattributed(roots, symptoms, coverage, notes, base, cap, pointed)
+            return outcome.unattributed(roots, symptoms, coverage, notes, base, cap, pointed), None
 
         top = contenders[0]
         rivals = [
@@ -214,11 +244,19 @@ class RuleEngine:
             top, rivals = hangs.break_tie(hang, top, rivals, notes)
         if rivals:
             fits = [top, *rivals]
-            return outcome.ambiguous(fits, roots, symptoms, coverage, notes, base, cap)
+            return outcome.ambiguous(fits, roots, symptoms, coverage, notes, base, cap), None
         stall = progress.stall_note(top, last, ctx, tn)
         if stall:
             notes.insert(0, stall)
-        return outcome.attributed(ctx, top, roots, symptoms, coverage, notes, base, cap)
+        return outcome.attributed(ctx, top, roots, symptoms, coverage, notes, base, cap), top
+
+
+class _Where:
+    """What the localisation step needs: the topology, the switch-side lines about no job
+    node, and the `fault_domains:` thresholds."""
+
+    def __init__(self, topology: Topology | None, context: list[Observation], spec: Any) -> None:
+        self.topology, self.context, self.spec = topology, context, spec
 
 
 def load_engine(path: Path | None = None) -> RuleEngine:

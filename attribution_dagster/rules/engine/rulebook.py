@@ -464,11 +464,52 @@ class EngineTuning(BaseModel):
     )
 
 
+class LeafSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    min_nodes: int = Field(default=2, ge=2, description="job nodes under the switch hit together")
+    min_share: float = Field(
+        default=1.0, gt=0, le=1, description="share of the job's nodes under the switch hit"
+    )
+    switch_evidence: bool = Field(
+        default=True, description="a switch-side line naming the switch names it without the share"
+    )
+
+
+class SpineSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    min_leaves: int = Field(default=2, ge=2, description="leaves of one spine hit together")
+    switch_evidence: bool = True
+
+
+class NvlinkDomainSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    min_nodes: int = Field(default=2, ge=2, description="trays of one domain with an NVLink fault")
+    evidence_origins: list[str] = Field(
+        default_factory=lambda: ["fabricmanager", "imex"],
+        description="attrs.origin of the Fabric Manager / IMEX lines the level needs",
+    )
+
+
+class FaultDomainSpec(BaseModel):
+    """rules.yaml `fault_domains:` (applied by engine/faultdomain.py): which categories are
+    placed, and each level's threshold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    categories: dict[str, Literal["network", "nvlink"]] = Field(
+        default_factory=lambda: {"network.fabric": "network", "gpu.nvlink": "nvlink"}
+    )
+    within_seconds: float = Field(default=5, ge=0)
+    leaf: LeafSpec = Field(default_factory=LeafSpec)
+    spine: SpineSpec = Field(default_factory=SpineSpec)
+    nvlink_domain: NvlinkDomainSpec = Field(default_factory=NvlinkDomainSpec)
+
+
 class Rulebook(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     version: str
     engine: EngineTuning = Field(default_factory=EngineTuning)
+    fault_domains: FaultDomainSpec = Field(default_factory=FaultDomainSpec)
     rules: list[Rule]
 
 
@@ -496,6 +537,11 @@ def load_rulebook(path: Path) -> tuple[Rulebook, bytes]:
     except ValidationError as exc:
         err = exc.errors()[0]
         raise RulebookError(f"{path}: engine field '{_loc(err)}': {err['msg']}") from exc
+    try:
+        domains = FaultDomainSpec.model_validate(data.get("fault_domains") or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise RulebookError(f"{path}: fault_domains field '{_loc(err)}': {err['msg']}") from exc
     rules: list[Rule] = []
     seen: set[str] = set()
     for i, raw in enumerate(data["rules"]):
@@ -510,4 +556,5 @@ def load_rulebook(path: Path) -> tuple[Rulebook, bytes]:
             raise RulebookError(f"{path}: rule '{rule.id}' field 'id': duplicate rule id")
         seen.add(rule.id)
         rules.append(rule)
-    return Rulebook(version=data["version"], engine=tuning, rules=rules), blob
+    book = Rulebook(version=data["version"], engine=tuning, fault_domains=domains, rules=rules)
+    return book, blob

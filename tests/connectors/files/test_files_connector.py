@@ -559,3 +559,24 @@ def test_memory_stays_bounded_by_the_block_not_the_file() -> None:
     tracemalloc.stop()
     assert len(res.records) == 1 and res.lines == 300_001
     assert peak < 4 * (1 << 20)  # one reused 2-block buffer plus change, not 21 MB
+
+
+def test_switch_side_lines_naming_no_job_node_are_kept_for_the_topology(tmp_path: Path) -> None:
+    """Issue 23: a cluster-level line the parser catalog marks switch-side (OpenSM naming a
+    switch port) is kept although it names no job node; the engine maps it through the
+    topology. Other cluster-level lines naming no job node stay context only."""
+    from attribution_dagster.pipeline import catalog
+
+    anchors = catalog().anchors()
+    assert any(a.switch_side and a.literal == "osm_pi_rcv_process: Switch" for a in anchors)
+    write(tmp_path / "logs/node-a/kern.log", KERN)
+    write(
+        tmp_path / "logs/opensm/opensm.log",
+        b"Nov  2 10:03:11 922890 [4E8006C0] 0x02 -> osm_pi_rcv_process: Switch 0x200000 "
+        b"MF0;ib-leaf-07:MQM9700/U1 port 5 changed state from ACTIVE to DOWN\n"
+        b"Nov  2 10:03:12 922990 [4E8006C0] 0x02 -> NVRM: Xid (PCI:0000:01:00): 79, elsewhere\n",
+    )
+    recs, cov = LocalFilesClient().fetch_logs(tmp_path, ctx(["node-a"]), anchors, WINDOW).pair()
+    kept = [r for r in recs if "opensm" in str(r.locator)]
+    assert [str(r.locator) for r in kept] == ["logs/opensm/opensm.log:1"]
+    assert kept[0].node == "*cluster*" and cov.context_lines == 1

@@ -488,6 +488,14 @@ def _tree_from_sample(sample: Path, root: Path, case: Path) -> None:
         os.utime(path, (end, end))
     case.mkdir()
     shutil.copy(sample / "context.json", case / "context.json")
+    if (sample / "topology").is_dir():  # issue 23: the topology stays with the case
+        shutil.copytree(sample / "topology", case / "topology")
+
+
+def _cluster_dirs(sample: Path) -> list[str]:
+    """The sample's cluster-level log directories (a switch's syslog, OpenSM, UFM): no node."""
+    nodes = set(pipeline.load_context(sample).nodes)
+    return sorted(d.name for d in (sample / "logs").iterdir() if d.is_dir() and d.name not in nodes)
 
 
 # every sample whose evidence is logs only (a files source reads logs; metrics come from
@@ -517,7 +525,16 @@ def test_configured_root_gives_the_same_result_as_the_case(tmp_path: Path, name:
         yaml.safe_dump(
             {
                 "clusters": {
-                    "x": {"logs": [{"kind": "files", "root": str(root), "paths": ["{node}/*"]}]}
+                    "x": {
+                        "logs": [
+                            {
+                                "kind": "files",
+                                "root": str(root),
+                                "paths": ["{node}/*"],
+                                "cluster_paths": [f"{d}/*" for d in _cluster_dirs(sample)],
+                            }
+                        ]
+                    }
                 }
             }
         )
