@@ -29,6 +29,8 @@ CASES += sorted(
     for p in HELDOUT.glob("real-threads/*/expected.json")
     if p.parent.name not in REAL_THREADS_MISSES
 )
+# The blind topology set (issue 23, tests/heldout/topology/README.md): verdict and fault_domain
+CASES += sorted(f"topology/{p.parent.name}" for p in HELDOUT.glob("topology/*/expected.json"))
 
 
 @functools.cache
@@ -68,6 +70,25 @@ def test_heldout_case(name: str) -> None:
     roots = {o.kind for o in res.symptom_chain if o.role == "root_cause"}
     for kind in exp.get("root_cause_kinds", []):
         assert kind in roots, f"{name}: root cause kind {kind} missing from {sorted(roots)}"
+    if "fault_domain" in exp:
+        fd, want_fd = res.fault_domain, exp["fault_domain"]
+        if want_fd is None:
+            assert fd is None, f"{name}: no fault domain expected, got {fd}"
+        else:
+            assert fd is not None, f"{name}: fault domain {want_fd['level']} missing"
+            assert (fd.level, fd.name, sorted(fd.nodes)) == (
+                want_fd["level"], want_fd["name"], sorted(want_fd["nodes"])
+            ), f"{name}: {exp.get('why', '')}"
+            got_ports = sorted(
+                (p.node, (p.host_port or "").split("/")[0] or None, p.switch, p.switch_port)
+                for p in fd.ports
+            )
+            want_ports = sorted(
+                (p["node"], (p.get("host_port") or "").split("/")[0] or None, p.get("switch"),
+                 p.get("switch_port"))
+                for p in want_fd["ports"]
+            )
+            assert got_ports == want_ports, f"{name}: ports"
     # every evidence locator must name a real file of the case (or context.json)
     for ev in res.evidence:
         assert ev.locator, f"{name}: evidence without locator"

@@ -330,8 +330,8 @@ def topo_nvlink_domain():
              exp("attributed", "gpu.nvlink", ["gpu-001", "gpu-002", "gpu-003"], ["xid"],
                  why="Fatal XID 149 NETIR_LINK_EVT on three trays of one NVL72 rack within a second, and the "
                      "rack's Fabric Manager reports a GPU NVL fatal error: the NVLink domain, not one GPU."))
-    c.expected["fault_domain"] = fd("nvlink_domain", domain, ["gpu-001", "gpu-002", "gpu-003"],
-                                    [(h, "link 5", None, None) for h in ("gpu-001", "gpu-002", "gpu-003")])
+    # no ports: NVLink runs through the trays' NVSwitches, not through cables a topology lists
+    c.expected["fault_domain"] = fd("nvlink_domain", domain, ["gpu-001", "gpu-002", "gpu-003"])
     T0 = t_("2026-10-26T13:15:02.311000Z")
     items = []
     for i, h in enumerate(nodes + ["gpu-005"]):

@@ -191,7 +191,12 @@ def _network(
             level=level,  # type: ignore[arg-type]
             name=name,
             nodes=sorted({n for s in switches for n in by_switch[s]}),
-            ports=sorted((p for s in switches for p in ports[s]), key=_port_key),
+            # the cables the topology knows (spec: "as far as the topology tells"): a node
+            # whose cable is unknown is in `nodes`, under the switch named, with no port
+            ports=sorted(
+                (p for s in switches for p in ports[s] if p.switch_port is not None),
+                key=_port_key,
+            ),
         )
 
     if len(by_switch) == 1:
@@ -276,8 +281,5 @@ def _nvlink(
     ]
     if not fm:
         return None
-    ports = [
-        FaultPort(node=n, host_port=next((i.obs.port for i in hit[n] if i.obs.port), None))
-        for n in nodes
-    ]
-    return FaultDomain(level="nvlink_domain", name=name, nodes=nodes, ports=ports)
+    # NVLink runs through the trays' NVSwitches, not through cables a topology file lists
+    return FaultDomain(level="nvlink_domain", name=name, nodes=nodes)

@@ -183,11 +183,15 @@ def relates(a: Cand, b: Cand) -> bool:
     a_nodes, b_nodes = set(a.affected), set(b.affected)
 
     def hit(
-        entries: list[str], target: Cand, other_nodes: set[str], target_nodes: set[str]
+        entries: list[str],
+        target: Cand,
+        kinds: set[str],
+        other_nodes: set[str],
+        target_nodes: set[str],
     ) -> bool:
         for entry in entries:
             base, _, qual = entry.partition("@")
-            if base == target.category or base in target.kinds:
+            if base == target.category or base in kinds:
                 if qual == "node" and not (other_nodes & target_nodes):
                     continue
                 return True
@@ -197,7 +201,12 @@ def relates(a: Cand, b: Cand) -> bool:
         e for i in a.items for e in i.rule.explains if e.partition("@")[0] != SYMPTOMS_TOKEN
     ]
     yields = [e for i in b.items for e in i.rule.yields_to]
-    return hit(explains, b, a_nodes, b_nodes) or hit(yields, a, b_nodes, a_nodes)
+    # `a` explains `b` when it explains what makes `b` a candidate (its lead line): a fault
+    # of its own on another node (an XID there) is not explained away by the symptoms it
+    # shares with `a` (an NCCL NVLink error both ranks print)
+    return hit(explains, b, {b.lead.obs.kind}, a_nodes, b_nodes) or hit(
+        yields, a, a.kinds, b_nodes, a_nodes
+    )
 
 
 def absorb(cands: list[Cand], settings: AnalysisSettings) -> list[Cand]:
