@@ -17,7 +17,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from attribution_dagster.connectors.base import SourceLimits, failed_coverage
+from attribution_dagster.connectors.base import (
+    LogSource,
+    MetricSource,
+    SourceLimits,
+    failed_coverage,
+)
 from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.connectors.static.client import StaticContextClient
@@ -28,8 +33,8 @@ from attribution_dagster.connectors.topology.source import (
 )
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
+    Anchor,
     LogBatch,
-    MetricSample,
     RawEvidence,
     RawRecord,
     SourceCoverage,
@@ -88,17 +93,7 @@ def collect_evidence(
     """
     settings = settings or AnalysisSettings()
     case = case if case is not None else ctx.case_dir
-    window = settings.window(ctx)
-    # with the last_only anchors (training progress): each source keeps only where progress
-    # stops (files: the last such line of a file; Loki: the last ones per node; pod logs:
-    # the last one of each container log)
-    anchors = catalog().anchors(last_only=True)
-    families = catalog().metric_families()  # what the metric rules read
-    records: list[RawRecord] = []
-    tails: list[RawRecord] = []
-    progress: list[RawRecord] = []
-    samples: list[MetricSample] = []
-    coverage: list[SourceCoverage] = []
+    raw = RawEvidence(job_id=ctx.job_id)
     log_sources = tuple(sources.logs) if sources else ()
     metric_sources = tuple(sources.metrics) if sources else ()
     if case_has_evidence(case):
@@ -108,38 +103,20 @@ def collect_evidence(
         )
         case = Path(case)
         if (case / "logs").is_dir() or not log_sources:
-            # the local scanner also keeps each file's last progress line (last_only anchors)
-            batch = files.fetch_logs(case, ctx, anchors, window)
-            records, tails, progress = batch.records, batch.tails, batch.progress
-            coverage.append(batch.coverage)
             log_sources = ()
+            _add_logs(raw, files.fetch_logs(case, ctx, _anchors(), settings.window(ctx)))
         if (case / "metrics").is_dir() or not metric_sources:
-            samples, metric_cov = files.fetch_metrics(case, ctx, families, window)
-            coverage.extend([metric_cov] if metric_cov is not None else [])
             metric_sources = ()
+            samples, cov = files.fetch_metrics(
+                case, ctx, catalog().metric_families(), settings.window(ctx)
+            )
+            raw.samples.extend(samples)
+            raw.coverage.extend([cov] if cov is not None else [])
     if log_sources or metric_sources:
-        limits = SourceLimits(max_line_bytes=settings.max_line_bytes)
-        for log_source in log_sources:
-            try:
-                batch = log_source.fetch_logs(ctx, anchors, window, limits)
-            except Exception as exc:  # noqa: BLE001 - one source failing is partial evidence
-                batch = LogBatch(coverage=failed_coverage(log_source.name, exc))
-            # the contract says a source cuts its own lines; this enforces it (a no-op for a
-            # conforming source, whose lines are already within the cap)
-            records.extend(cut_lines(batch.records, batch.coverage, settings.max_line_bytes))
-            tails.extend(batch.tails)
-            progress.extend(batch.progress)
-            coverage.append(batch.coverage)
-        for metric_source in metric_sources:
-            try:
-                got_samples, cov = metric_source.fetch_metrics(ctx, families, window)
-            except Exception as exc:  # noqa: BLE001
-                got_samples, cov = [], failed_coverage(metric_source.name, exc)
-            samples.extend(got_samples)
-            coverage.append(cov)
-    elif not coverage:
+        _read_sources(raw, ctx, settings, log_sources, metric_sources)
+    elif not raw.coverage:
         where = f"{case} holds no logs/ or metrics/ and " if case is not None else ""
-        coverage.append(
+        raw.coverage.append(
             SourceCoverage(
                 source="none",
                 status="empty",
@@ -149,18 +126,52 @@ def collect_evidence(
                 ],
             )
         )
-    dumps = collect_dumps(case, ctx, coverage, sources)
-    topology = collect_topology(case, ctx, sources, coverage)
-    return RawEvidence(
-        job_id=ctx.job_id,
-        records=records,
-        tails=tails,
-        progress=progress,
-        samples=samples,
-        coverage=coverage,
-        dumps=dumps,
-        topology=topology,
-    )
+    raw.dumps = collect_dumps(case, ctx, raw.coverage, sources)
+    raw.topology = collect_topology(case, ctx, sources, raw.coverage)
+    return raw
+
+
+def _anchors() -> list[Anchor]:
+    """The catalog's anchors with the last_only ones (training progress): each source keeps
+    only where progress stops (files: the last such line of a file; Loki: the last ones per
+    node; pod logs: the last one of each container log)."""
+    return catalog().anchors(last_only=True)
+
+
+def _add_logs(raw: RawEvidence, batch: LogBatch) -> None:
+    raw.records.extend(batch.records)
+    raw.tails.extend(batch.tails)
+    raw.progress.extend(batch.progress)
+    raw.coverage.append(batch.coverage)
+
+
+def _read_sources(
+    raw: RawEvidence,
+    ctx: ExecutionContext,
+    settings: AnalysisSettings,
+    log_sources: tuple[LogSource, ...],
+    metric_sources: tuple[MetricSource, ...],
+) -> None:
+    """The cluster's back-ends, each in turn; one that fails is a `failed` coverage entry."""
+    window = settings.window(ctx)
+    limits = SourceLimits(max_line_bytes=settings.max_line_bytes)
+    for log_source in log_sources:
+        try:
+            batch = log_source.fetch_logs(ctx, _anchors(), window, limits)
+        except Exception as exc:  # noqa: BLE001 - one source failing is partial evidence
+            batch = LogBatch(coverage=failed_coverage(log_source.name, exc))
+        # the contract says a source cuts its own lines; this enforces it (a no-op for a
+        # conforming source, whose lines are already within the cap)
+        batch.records = cut_lines(batch.records, batch.coverage, settings.max_line_bytes)
+        _add_logs(raw, batch)
+    families = catalog().metric_families()  # what the metric rules read
+    for metric_source in metric_sources:
+        try:
+            samples, cov = metric_source.fetch_metrics(ctx, families, window)
+        except Exception as exc:  # noqa: BLE001
+            samples, cov = [], failed_coverage(metric_source.name, exc)
+        raw.samples.extend(samples)
+        raw.coverage.append(cov)
 
 
 def collect_topology(

@@ -743,7 +743,14 @@ def test_every_log_only_sample_from_loki_equals_files(fake_http, sample):
     c = serve_case(case, loki)
     loki.install(fake_http)
     src = client(fake_http.url)
-    got = pipeline.analyze_context(c, sources=EvidenceSources(logs=(src,)))
+    # a case's topology (issue 23) is the cluster's: the Loki path reads it as a topology
+    # source, as a configured cluster would (switch-side lines need it to name a node)
+    topology = ()
+    if (case / "topology").is_dir():
+        from attribution_dagster.connectors.topology.files import TopologyFilesConfig
+
+        topology = (TopologyFilesConfig(paths=[str(case / "topology")]).client("e2e"),)
+    got = pipeline.analyze_context(c, sources=EvidenceSources(logs=(src,), topology=topology))
     want = pipeline.analyze_case(case)
     assert (got.status, got.category, got.suspect_nodes) == (
         want.status,
