@@ -31,8 +31,12 @@ from attribution_dagster.assets import metadata as md
 from attribution_dagster.assets.checks import (
     CONTRACT_CHECK,
     COVERAGE_CHECK,
+    VERDICT_CHECK,
     contract_problems,
     coverage_gaps,
+    needs_a_look,
+    partitioned_check,
+    verdict_evaluations,
 )
 from attribution_dagster.assets.job_batch import for_each_job, materialize_result
 from attribution_dagster.connectors.base import JobNotFound, SourceError
@@ -189,6 +193,12 @@ def observations(context: AssetExecutionContext, store: AssetStoreResource) -> M
             asset="attribution",
             description="every node of the job produced some evidence, or the gap is stated",
         ),
+        partitioned_check(
+            VERDICT_CHECK,
+            "attribution",
+            JOBS_PARTITIONS,
+            "WARN when the job needs a look: ambiguous, unattributed, or read from partial data",
+        ),
     ],
 )
 def attribution(
@@ -219,11 +229,13 @@ def attribution(
         if printer is not None:
             printer.write(results.values())
     checks = _check_results(results, {k: _context_of(contexts, k) for k in results})
+    verdicts = {k: (needs_a_look(r), _verdict_meta(r)) for k, r in results.items()}
     if batch.batched and batch.failures:
         # Report what succeeded, then fail the run naming the jobs that did not.
         for key, meta in batch.metadata.items():
             yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=meta)
         yield from checks
+        yield from verdict_evaluations(context, verdicts)
         failed = sorted(batch.failures)
         raise Failure(
             description=f"{len(failed)} of {len(batch.keys)} jobs failed: "
@@ -231,9 +243,18 @@ def attribution(
             metadata={"failed partitions": ", ".join(failed)},
             allow_retries=False,
         )
+    if not batch.batched:
+        checks += list(verdict_evaluations(context, verdicts))
     yield MaterializeResult(
         metadata=materialize_result(context, batch).metadata, check_results=checks
     )
+    if batch.batched:
+        yield from verdict_evaluations(context, verdicts)
+
+
+def _verdict_meta(result: AttributionResult) -> dict[str, Any]:
+    v = md.verdict_metadata(result)
+    return {k: v[k] for k in ("status", "category", "look first at") if k in v}
 
 
 PER_JOB_ASSETS: list[AssetsDefinition] = [
