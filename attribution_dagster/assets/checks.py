@@ -20,7 +20,11 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetRecordsFilter,
     Output,
+)
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # not exported
+    AssetCheckEvaluationTargetMaterializationData,
 )
 
 from attribution_dagster.assets.metadata import partial_sources
@@ -131,22 +135,22 @@ def partitioned_check(name: str, asset: str, partitions: Any, description: str) 
 def verdict_evaluations(
     context: AssetExecutionContext, verdicts: dict[str, tuple[list[str], dict[str, Any]]]
 ) -> Iterator[Any]:
-    """VERDICT_CHECK's result per partition: a WARN naming why the partition needs a look.
+    """VERDICT_CHECK's result per partition, a WARN naming why the partition needs a look;
+    yielded after the step's materializations.
 
-    One partition: an `AssetCheckResult`, which Dagster files under the run's partition.
-    Several (a batch run over a key range): Dagster 1.13 files a check result of a range
-    under no partition, so each partition gets its own `AssetCheckEvaluation`, after the
-    check's (empty) output that the step must yield."""
+    Each evaluation names the materialization it checked (this run's, of its partition), so
+    the check's partition bar counts it as current. Dagster 1.13 does neither by itself: a
+    check result of a key range is filed under no partition, and a result handed over with
+    the materialization points at none (the event is not stored yet), so the bar shows every
+    partition as missing. Hence one `AssetCheckEvaluation` per partition, after the check's
+    empty output that the step must yield."""
     asset_key = context.asset_key
     selected = context.assets_def.check_specs_by_output_name.items()
     output = next((n for n, s in selected if s.key.name == VERDICT_CHECK), None)
     if output is None:
         return  # a run that leaves the check out of its selection
-    if len(verdicts) == 1 and len(context.partition_keys) == 1:
-        [(why, meta)] = verdicts.values()
-        yield _verdict_result(why, meta, asset_key)
-        return
     yield Output(None, output_name=output)
+    targets = _this_runs_materializations(context, list(verdicts))
     for key, (why, meta) in verdicts.items():
         r = _verdict_result(why, meta, asset_key)
         yield AssetCheckEvaluation(
@@ -157,7 +161,26 @@ def verdict_evaluations(
             severity=r.severity,
             description=r.description,
             partition=key,
+            target_materialization_data=targets.get(key),
         )
+
+
+def _this_runs_materializations(
+    context: AssetExecutionContext, keys: list[str]
+) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
+    """partition -> this run's materialization of it (one query for the whole batch)."""
+    records = context.instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=keys),
+        limit=len(keys),
+    ).records
+    run_id = context.run.run_id
+    return {
+        r.partition_key: AssetCheckEvaluationTargetMaterializationData(
+            storage_id=r.storage_id, run_id=r.run_id, timestamp=r.timestamp
+        )
+        for r in records
+        if r.run_id == run_id and r.partition_key is not None
+    }
 
 
 def _verdict_result(why: list[str], meta: dict[str, Any], asset_key: Any) -> AssetCheckResult:

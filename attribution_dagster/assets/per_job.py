@@ -243,13 +243,10 @@ def attribution(
             metadata={"failed partitions": ", ".join(failed)},
             allow_retries=False,
         )
-    if not batch.batched:
-        checks += list(verdict_evaluations(context, verdicts))
     yield MaterializeResult(
         metadata=materialize_result(context, batch).metadata, check_results=checks
     )
-    if batch.batched:
-        yield from verdict_evaluations(context, verdicts)
+    yield from verdict_evaluations(context, verdicts)
 
 
 def _verdict_meta(result: AttributionResult) -> dict[str, Any]:

@@ -53,12 +53,19 @@ def latest(instance: DagsterInstance, asset: str, partition: str) -> dict:
 
 
 def verdict_checks(instance: DagsterInstance, asset: str) -> dict[str, object]:
-    """partition -> its latest evaluation of VERDICT_CHECK."""
+    """partition -> its latest evaluation of VERDICT_CHECK, which must be current: it names
+    the partition's latest materialization, or the check's partition bar shows it missing."""
     key = AssetCheckKey(AssetKey(asset), VERDICT_CHECK)
     out: dict[str, object] = {}
     for rec in instance.event_log_storage.get_asset_check_execution_history(key, limit=100):
         ev = rec.event.dagster_event.event_specific_data
         out.setdefault(ev.partition, ev)  # newest first
+    infos = instance.event_log_storage.get_asset_check_partition_info([key], None)
+    assert {i.partition_key for i in infos} == set(out)
+    for info in infos:
+        assert info.is_current and info.latest_materialization_storage_id, info
+        failed = info.latest_execution_status.value == "FAILED"
+        assert failed is (not out[info.partition_key].passed)
     return out
 
 
