@@ -7,7 +7,7 @@ CASES  ?= samples
 
 PORT ?= 3000
 
-.PHONY: setup run test bench bench-week quality ui screenshot lint docs clean
+.PHONY: setup run test bench bench-week quality ui screenshots screenshot lint docs clean
 
 setup: $(STAMP)
 
@@ -26,11 +26,13 @@ run: $(STAMP)
 ui: $(STAMP)
 	VENV_BIN=$(BIN) PORT=$(PORT) scripts/ui.sh
 
-## Screenshots of the asset graph and of one job partition, by headless Chromium, into docs/.
-screenshot: $(STAMP)
-	VENV_BIN=$(BIN) scripts/screenshot.sh docs/asset-graph.png
-	VENV_BIN=$(BIN) SCREENSHOT_PATH='/assets/attribution?view=partitions&partition=gb200-nvl72-east.4812' \
-	  scripts/screenshot.sh docs/attribution-partition.png
+## The README's screens into docs/screens/ (asset graph, a job's verdict, the verdict check,
+## the weekly report): a throwaway instance, dagster-webserver, headless Chromium through
+## Playwright (Debian's `chromium`: apt-get install -y chromium). scripts/screenshot.sh
+## takes any other page.
+screenshots: $(STAMP)
+	$(BIN)/python scripts/ui_screens.py docs/screens
+screenshot: screenshots
 
 ## The test suite (PostgreSQL / Prometheus tests use servers that .ci/run starts).
 test: $(STAMP)

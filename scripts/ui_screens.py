@@ -65,7 +65,9 @@ def find_chromium() -> str:
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        raise NoBrowser("the playwright package is not installed (pip install -e '.[dev]')")
+        raise NoBrowser(
+            "the playwright package is not installed (pip install -e '.[dev]')"
+        ) from None
     return found
 
 
@@ -162,8 +164,10 @@ class UiSession:
         self.page.goto(self.base + path)
         texts = [wait_text] if isinstance(wait_text, str) else wait_text
         self.page.wait_for_function(
-            """(texts) => document.body && texts.every(t => document.body.innerText.includes(t))
-                 && !document.querySelector('[class*=Spinner],[class*=spinner],[aria-busy=true]')""",
+            """(texts) => document.body
+                 && texts.every(t => document.body.innerText.includes(t))
+                 && !document.querySelector(
+                      '[class*=Spinner],[class*=spinner],[aria-busy=true]')""",
             arg=texts, timeout=timeout * 1000,
         )
 
@@ -273,26 +277,43 @@ def _wait_for_location(proc: subprocess.Popen, base: str, work: Path) -> None:
         time.sleep(0.3)
 
 
+SCREENS = {
+    "asset-graph.png": "the per-job assets, every job materialized",
+    "attribution-partition.png": "one job: the verdict and where to look first, then the chain",
+    "verdict-check.png": "verdict_needs_no_look per job: the ones needing a look are marked",
+    "weekly-report.png": "the weekly report with its split accounting and charts",
+}
+
+
 def screenshots(out: Path, work: Path) -> list[Path]:
-    """The README's screens: the asset graph, a job partition with its verdict, the weekly
-    report with its charts."""
+    """The README's screens (SCREENS), in that order."""
     out.mkdir(parents=True, exist_ok=True)
+    names = iter(SCREENS)
     written = []
-    with ui_session(work) as ui:
-        ui.goto("/locations/attribution_dagster/asset-groups/attribution", ["execution_context", "attribution"])
+    with ui_session(work, height=900) as ui:
+        ui.goto("/locations/attribution_dagster/asset-groups/attribution",
+                ["execution_context", "raw_evidence", "observations"])
         ui.page.wait_for_timeout(1500)  # the graph lays itself out after the data arrives
-        written.append(_shot(ui, out / "asset-graph.png"))
+        written.append(_shot(ui, out / next(names)))
+        ui.page.set_viewport_size({"width": 1600, "height": 1150})
         ui.open_job(SHOW_KEY)
-        written.append(_shot(ui, out / "attribution-partition.png"))
+        written.append(_shot(ui, out / next(names)))
+        ui.page.set_viewport_size({"width": 1600, "height": 700})
+        ui.goto("/assets/attribution?view=checks&checkDetail=verdict_needs_no_look",
+                ["verdict_needs_no_look", "Partitions"])
+        ui.page.get_by_text("Partitions", exact=True).last.click()
+        ui.page.wait_for_selector("text=Passed (", timeout=60_000)
+        written.append(_shot(ui, out / next(names)))
+        ui.page.set_viewport_size({"width": 1600, "height": 1300})
         ui.open_report()
         ui.show_markdown("report")
         ui.dialog_images()
-        written.append(_shot(ui, out / "weekly-report.png"))
+        written.append(_shot(ui, out / next(names)))
     return written
 
 
 def _shot(ui: UiSession, path: Path) -> Path:
-    ui.page.wait_for_timeout(700)  # fonts, transitions
+    ui.page.wait_for_timeout(800)  # fonts, transitions
     ui.page.screenshot(path=str(path))
     return path
 
