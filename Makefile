@@ -60,10 +60,12 @@ bench-week: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check attribution_dagster tests bench
 
-## Regenerate the parser and rule catalogs in docs/.
+## Regenerate the parser and rule catalogs in docs/, and the README's examples from real
+## runs (scripts/readme_examples.py; tests/test_readme_examples.py checks them).
 docs: $(STAMP)
 	$(BIN)/attribution parsers --markdown > docs/parsers.md
 	$(BIN)/attribution rules --markdown > docs/rules.md
+	$(BIN)/python scripts/readme_examples.py
 
 clean:
 	rm -rf $(VENV) .attribution .dagster .pytest_cache .hypothesis build *.egg-info
