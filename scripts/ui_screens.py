@@ -62,6 +62,8 @@ def find_chromium() -> str:
     )
     if not found:
         raise NoBrowser("no chromium binary on PATH (apt-get install -y chromium)")
+    if not os.access(found, os.X_OK):
+        raise NoBrowser(f"CHROMIUM={found} is not an executable")
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
