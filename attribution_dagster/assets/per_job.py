@@ -40,7 +40,7 @@ from attribution_dagster.assets.checks import (
 )
 from attribution_dagster.assets.job_batch import for_each_job, materialize_result
 from attribution_dagster.connectors.base import JobNotFound, SourceError
-from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.context import KEY_HASH_MARK, ExecutionContext
 from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
@@ -333,6 +333,13 @@ def _ask_scheduler(
             description=f"no case directory for partition {key} (looked in the case index and "
             f"under {cases.root}) and no scheduler configured for cluster {cluster_name!r}",
             allow_retries=False,
+        )
+    if KEY_HASH_MARK in job_id:
+        # a cleaned or cut key (job_partition_key): the job id is not in it; the sensor
+        # that registered the key indexed the context, or the case root holds the job
+        raise JobNotFound(
+            f"{key} is a shortened partition key: the job's id is not in it, and neither "
+            "the case index nor a sensor's registration holds its context"
         )
     return cluster.scheduler.get_job(job_id)
 
