@@ -403,7 +403,8 @@ _LOOK_ORDER = {"ambiguous": 0, "unattributed": 1, "attributed": 2, "not_failed":
 
 def window_verdicts(sink: SqlSink, cluster: str, key: str, limit: int = 50) -> WindowVerdicts:
     """Every result of the window's jobs (current rules version) counted, and up to `limit`
-    of them read: ambiguous, then unattributed, then partial, then the rest, by job id."""
+    of them read: ambiguous, unattributed, attributed, not failed; within each, those read
+    from partial data first, then by job id."""
     j, r = jobs_table, results_table
     rules = pipeline.engine().rules_version
     joined = and_(
