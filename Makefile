@@ -40,10 +40,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 ## Speed and memory against grep on a generated 64-node case, the issue-16 profiles against
-## a 6-term grep and cat (docs/performance.md), then quality (below).
+## a 6-term grep and cat (docs/performance.md), the topology readers on a 4,096-node
+## fabric (issue 23), then quality (below).
 bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/profiles.py
+	$(BIN)/python bench/topology.py
 	$(BIN)/python bench/quality.py
 
 ## Quality per labelled set (held-out h*, real-threads, samples), through the Dagster per-job

@@ -25,6 +25,7 @@ from dagster import (
 from attribution_dagster.assets import build_job_assets
 from attribution_dagster.assets.per_window import build_window_assets
 from attribution_dagster.assets.reports import build_report_assets, build_report_schedule
+from attribution_dagster.assets.topology import build_topology_assets, build_topology_schedule
 from attribution_dagster.core.config import AttributionConfig, load_config
 from attribution_dagster.core.database import default_sqlite_url
 from attribution_dagster.core.settings import AnalysisSettings
@@ -92,7 +93,11 @@ def build_resources(config: AttributionConfig) -> dict[str, object]:
 
 def build_definitions(config: AttributionConfig | None = None) -> Definitions:
     config = config or load_config()
-    assets = build_job_assets(max_partitions_per_run=config.max_partitions_per_run)
+    topology_assets = build_topology_assets(config)
+    assets = build_job_assets(
+        max_partitions_per_run=config.max_partitions_per_run,
+        topology_deps=[a.key for a in topology_assets],
+    )
     job = define_asset_job(
         ATTRIBUTE_JOB,
         selection=AssetSelection.assets(*assets),  # includes the attribution checks
@@ -132,10 +137,15 @@ def build_definitions(config: AttributionConfig | None = None) -> Definitions:
         sensors.append(build_job_retention_sensor(s.retention_days))
     window_assets = build_window_assets(config)
     report_assets = build_report_assets(config)
+    schedules = [build_report_schedule(report_assets, config.fleet.report_schedule)]
+    refresh = build_topology_schedule(
+        topology_assets, config.topology_refresh.cron, config.topology_refresh.enabled
+    )
+    schedules += [refresh] if refresh is not None else []
     return Definitions(
-        assets=[*assets, *window_assets, *report_assets],
+        assets=[*assets, *window_assets, *report_assets, *topology_assets],
         jobs=[job],
-        schedules=[build_report_schedule(report_assets, config.fleet.report_schedule)],
+        schedules=schedules,
         sensors=sensors,
         resources=build_resources(config),
         executor=in_process_executor,

@@ -4,7 +4,9 @@
     collect_evidence(case, ctx, settings)   -> RawEvidence        (case files and/or the
                                                                    cluster's log/metric sources)
     normalize(raw, ctx)                     -> list[Observation]  (parser catalog)
-    attribute(ctx, observations, coverage)  -> AttributionResult  (rule engine)
+    collect_topology(case, ctx, sources)    -> Topology | None    (case topology/ or the
+                                                                   cluster's at job start)
+    attribute(ctx, observations, coverage, topology=...) -> AttributionResult (rule engine)
 
 Each step is a pure function of its inputs, so a Dagster asset can persist the output of
 one step and the next asset can pick it up in another process.
@@ -19,6 +21,11 @@ from attribution_dagster.connectors.base import SourceLimits, failed_coverage
 from attribution_dagster.connectors.clusters import Cluster, EvidenceSources
 from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.connectors.static.client import StaticContextClient
+from attribution_dagster.connectors.topology.source import (
+    ClusterTopology,
+    TopologySource,
+    read_cluster_topology,
+)
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
     LogBatch,
@@ -27,10 +34,13 @@ from attribution_dagster.core.evidence import (
     RawRecord,
     SourceCoverage,
 )
-from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dumps
+from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dump_dir, read_dumps
+from attribution_dagster.core.formats.topology import read_topology_dir
+from attribution_dagster.core.hosts import NodeIndex
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
 from attribution_dagster.core.settings import AnalysisSettings
+from attribution_dagster.core.topology import Topology
 from attribution_dagster.rules import catalog as catalogs
 from attribution_dagster.rules.engine import RuleEngine, hangs
 from attribution_dagster.rules.parsers import ParserCatalog
@@ -139,7 +149,8 @@ def collect_evidence(
                 ],
             )
         )
-    dumps = collect_dumps(case, ctx, coverage)
+    dumps = collect_dumps(case, ctx, coverage, sources)
+    topology = collect_topology(case, ctx, sources, coverage)
     return RawEvidence(
         job_id=ctx.job_id,
         records=records,
@@ -148,20 +159,118 @@ def collect_evidence(
         samples=samples,
         coverage=coverage,
         dumps=dumps,
+        topology=topology,
+    )
+
+
+def collect_topology(
+    case: str | Path | None,
+    ctx: ExecutionContext,
+    sources: EvidenceSources | None = None,
+    coverage: list[SourceCoverage] | None = None,
+) -> Topology | None:
+    """Where the job's nodes sit in the fabric (issue 23): the case directory's `topology/`
+    when it has one (`case`, else the context's `case_dir`), else the cluster's topology
+    sources, each at the job's start (the snapshot in force when it ran), merged in
+    configured order. Each source read is one `topology:<name>` entry in `coverage`; a
+    source that fails is a `failed` entry and the others still count. None: no topology.
+
+    Only the job's nodes are kept (with every switch: Topology.for_nodes), resolved as the
+    parsers resolve host names (core.hosts.NodeIndex: `gpu-a01.cluster` is `gpu-a01`)."""
+    case = case if case is not None else ctx.case_dir
+    coverage = coverage if coverage is not None else []
+    index = NodeIndex.of(ctx)
+    if case is not None and (Path(case) / "topology").is_dir():
+        topo = read_topology_dir(Path(case) / "topology", label="topology")
+        if topo is not None:
+            topo = topo.for_nodes(lambda n: index.resolve(n) is not None)
+        coverage.append(
+            _topology_coverage("topology:files", topo)
+            if topo is not None
+            else SourceCoverage(
+                source="topology:files",
+                status="empty",
+                errors=[f"{Path(case) / 'topology'} holds no topology file"],
+            )
+        )
+        return topo
+    topo_sources = tuple(sources.topology) if sources is not None else ()
+    if not topo_sources:
+        return None
+    return topology_at(read_cluster_topology(ctx.cluster or "", topo_sources), ctx, coverage)
+
+
+def topology_at(
+    cluster_topology: ClusterTopology, ctx: ExecutionContext, coverage: list[SourceCoverage]
+) -> Topology | None:
+    """The cluster's topology at the job's start (the job's nodes only), one coverage entry
+    per source."""
+    merged: Topology | None = None
+    index = NodeIndex.of(ctx)
+    for src in cluster_topology.sources:
+        name = f"topology:{src.source}"
+        if src.error is not None:
+            coverage.append(
+                SourceCoverage(
+                    source=name, status="failed", errors=[src.error], retryable=src.retryable
+                )
+            )
+            continue
+        snap = src.snapshots.snapshot_at(ctx.start)
+        if snap is not None:
+            snap = snap.for_nodes(lambda n: index.resolve(n) is not None)
+        cov = _topology_coverage(name, snap)
+        cov.errors = [*src.snapshots.errors, *cov.errors]
+        if cov.errors and cov.status == "ok":
+            cov.status = "partial"
+        coverage.append(cov)
+        if snap is not None:
+            merged = snap if merged is None else merged.merged(snap)
+    return merged
+
+
+def cluster_topology(cluster: Cluster) -> ClusterTopology | None:
+    """Every topology source of `cluster` read now (the Dagster `topology` asset's value);
+    None when the cluster has no topology configured."""
+    sources: tuple[TopologySource, ...] = cluster.topology_sources
+    if not sources:
+        return None
+    return read_cluster_topology(cluster.name, sources)
+
+
+def _topology_coverage(name: str, topo: Topology | None) -> SourceCoverage:
+    if topo is None:
+        return SourceCoverage(source=name, status="empty", errors=["no topology snapshot"])
+    status = "ok" if not topo.errors else ("empty" if topo.is_empty() else "partial")
+    return SourceCoverage(
+        source=name,
+        status=status,
+        files=len(topo.sources),
+        records=len(topo.cables) + len(topo.leaf_of) + len(topo.nvlink_domain_of),
+        errors=list(topo.errors[:50]),
     )
 
 
 def collect_dumps(
-    case: str | Path | None, ctx: ExecutionContext, coverage: list[SourceCoverage]
+    case: str | Path | None,
+    ctx: ExecutionContext,
+    coverage: list[SourceCoverage],
+    sources: EvidenceSources | None = None,
 ) -> list[FlightDump]:
-    """The case's flight-recorder dumps (`dumps/`), read with the restricted unpickler; a
+    """The job's flight-recorder dumps, read with the restricted unpickler: the case's
+    `dumps/`, else the cluster's dump directory (`dumps:` template in attribution.yaml). A
     refused or unreadable dump is a `files:dumps` coverage error (issue 18)."""
-    if case is None or not (Path(case) / "dumps").is_dir():
+    if case is not None and (Path(case) / "dumps").is_dir():
+        scan, source = read_dumps(Path(case), list(ctx.nodes)), "files:dumps"
+    elif sources is not None and (where := sources.dump_dir(ctx.cluster, ctx.job_id)):
+        if not where.is_dir():
+            return []  # no timeout, no dump: an absent directory is not missing evidence
+        scan, source = read_dump_dir(where, None, list(ctx.nodes)), "files:dumps"
+    else:
         return []
-    scan = read_dumps(Path(case), list(ctx.nodes))
     coverage.append(
         SourceCoverage(
-            source="files:dumps",
+            source=source,
             status="ok" if not scan.errors else ("partial" if scan.dumps else "failed"),
             files=scan.files,
             bytes=scan.bytes,
@@ -202,7 +311,10 @@ def attribute(
     observations: list[Observation],
     coverage: list[SourceCoverage],
     settings: AnalysisSettings | None = None,
+    topology: Topology | None = None,
 ) -> AttributionResult:
+    """The rule engine's verdict. `topology` (collect_topology) is where the job's nodes sit
+    in the fabric; the engine's fault-domain rules read it (feat/topo-engine)."""
     result = engine().attribute(ctx, observations, coverage, settings or AnalysisSettings())
     return result.model_copy(update={"analyzed_at": datetime.now(timezone.utc)})
 
@@ -228,7 +340,7 @@ def analyze_context(
     settings = settings or AnalysisSettings()
     raw = collect_evidence(case, ctx, settings, sources=sources)
     observations = normalize(raw, ctx)
-    return attribute(ctx, observations, raw.coverage, settings)
+    return attribute(ctx, observations, raw.coverage, settings, topology=raw.topology)
 
 
 def analyze_job(

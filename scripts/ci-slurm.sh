@@ -170,10 +170,19 @@ ReturnToService=1
 SlurmdTimeout=60
 InactiveLimit=0
 MinJobAge=300
+TopologyPlugin=topology/tree
 KillWait=5
 Waittime=0
 ${nodes}PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
+  # a two-leaf tree under one spine (the last node alone on leaf-2), so `scontrol show
+  # topology` has something to say for the topology connector's live test
+  local last=${SLURM_NODES##* }
+  {
+    echo "SwitchName=leaf-1 Nodes=$(echo $SLURM_NODES | tr ' ' '\n' | grep -vx "$last" | paste -sd,)"
+    echo "SwitchName=leaf-2 Nodes=$last"
+    echo "SwitchName=spine-1 Switches=leaf-[1-2]"
+  } >"$R/etc/topology.conf"
   cat >"$R/etc/slurmdbd.conf" <<EOF
 AuthType=auth/munge
 AuthInfo=socket=$R/munge/munge.sock

@@ -11,6 +11,9 @@ the formats PyTorch, torchfrtrace and NCCL RAS print (see the parsers' examples)
 Samples:
   hang-watchdog-16node      watchdog lines only (current and older wordings, srun --label and
                             [rankN]: prefixes) on a 16-node job: rank 85 on node-11 is behind
+  hang-watchdog-seqnum-only bare `Watchdog caught ... WorkNCCL(SeqNum=N ...)` lines only (no
+                            `last enqueued` line): 31 of 32 ranks time out in SeqNum 9120;
+                            rank 13 (node-b GPU 5) prints nothing: it never enqueued it
   hang-flight-recorder      dumps/nccl_trace_rank_{0..7}: rank 6 (node-d) never enqueued seq 58
   hang-torchfrtrace         torchfrtrace's report: `missing ranks: {6}` (node-b)
   hang-ncclras              `ncclras` status: process 48211 on node-c GPU 5 dead, rank 21
@@ -151,6 +154,35 @@ def watchdog_16node(root: Path) -> None:
              "A hang: every rank's watchdog fires at SeqNum 412, but rank 85 (node-11, GPU 5) "
              "reports last enqueued work 411: it never reached the all-reduce the other 127 "
              "ranks wait in. No fault line anywhere, so no cause; the lead is node-11 GPU 5.")
+
+
+def watchdog_seqnum_only(root: Path) -> None:
+    out = root / "hang-watchdog-seqnum-only"
+    start = datetime(2026, 11, 27, 8, 0, tzinfo=timezone.utc)
+    nodes = ["node-a", "node-b", "node-c", "node-d"]
+    context(out, "73388", nodes, start, start + timedelta(minutes=52))
+    seq, silent = 9120, 13
+    fired = start + timedelta(minutes=41, seconds=3)
+    for i, node in enumerate(nodes):
+        ranks = range(8 * i, 8 * i + 8)
+        t0 = start + timedelta(seconds=9 + i)
+        lines = [f"{iso(t0 + timedelta(seconds=20))} {x}"
+                 for x in init_lines(node, ranks, 32, 8, 52000 + 61 * i)]
+        lines.append(f"{iso(start + timedelta(minutes=30))} [rank{8 * i}]:iteration 18200/"
+                     "500000 | consumed samples: 4659200 | lm loss: 2.061E+00 |")
+        for r in ranks:
+            if r == silent:
+                continue
+            t = fired + timedelta(milliseconds=41 * (r % 8) + 7 * i)
+            lines.append(f"{iso(t)} {timeout_line(r, seq, t, ran=600032)}")
+        lines.append("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:")
+        write(out / "logs" / node / "stderr", lines)
+    expected(out, "unattributed", None, ["node-b"],
+             "A hang seen only in bare watchdog timeouts (no `last enqueued` line): 31 of the 32 "
+             "ranks of the default group time out in SeqNum 9120; rank 13 (node-b, GPU 5 by its "
+             "NCCL init line) prints no timeout, so it had no collective pending: it never "
+             "enqueued the one the others wait in. No fault line, so no cause; the lead is "
+             "node-b GPU 5.")
 
 
 # ---- flight-recorder dumps ------------------------------------------------------------------
@@ -410,10 +442,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "samples")
     args = ap.parse_args()
-    for name in ("hang-watchdog-16node", "hang-flight-recorder", "hang-torchfrtrace",
+    for name in ("hang-watchdog-16node", "hang-watchdog-seqnum-only", "hang-flight-recorder", "hang-torchfrtrace",
                  "hang-collective-mismatch", "hang-ncclras", "hang-straggler-xid79"):
         shutil.rmtree(args.out / name, ignore_errors=True)
     watchdog_16node(args.out)
+    watchdog_seqnum_only(args.out)
     flight_recorder(args.out)
     torchfrtrace(args.out)
     torchfrtrace(args.out, mismatch=True)

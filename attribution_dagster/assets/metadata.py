@@ -12,6 +12,7 @@ from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult, ChainLink
+from attribution_dagster.core.topology import Topology
 from attribution_dagster.reports.render import look_first_at, suspects_text
 from attribution_dagster.reports.tables import markdown_cell, markdown_table
 
@@ -110,6 +111,21 @@ def evidence_metadata(ctx: ExecutionContext, raw: RawEvidence) -> dict[str, Any]
         "partial data": MetadataValue.bool(bool(partial)),
         "failed or partial sources": ", ".join(partial) or "none",
         "nodes with no kept lines": ", ".join(silent) or "none",
+        **topology_metadata(raw.topology),
+    }
+
+
+def topology_metadata(topology: Topology | None) -> dict[str, Any]:
+    """Which topology snapshot a job was read against (its time and sources), so the
+    lineage of a verdict shows it (issue 23)."""
+    if topology is None:
+        return {"topology": "none"}
+    return {
+        "topology": f"{len(topology.switches)} switches, {len(topology.cables)} cables, "
+        f"{len(topology.all_nodes)} nodes",
+        "topology taken at": _time(topology.taken_at) if topology.taken_at else "unknown",
+        "topology sources": ", ".join(topology.sources[:10])
+        + (f" (+{len(topology.sources) - 10})" if len(topology.sources) > 10 else ""),
     }
 
 

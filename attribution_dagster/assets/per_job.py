@@ -7,7 +7,8 @@ the sensor path, up to `max_partitions_per_run` in a backfill, each job's failur
 isolated. Values persist per job in the asset store; each asset returns only metadata.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dagster import (
@@ -15,6 +16,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetKey,
     AssetMaterialization,
     AssetsDefinition,
     BackfillPolicy,
@@ -39,11 +41,14 @@ from attribution_dagster.assets.checks import (
     verdict_evaluations,
 )
 from attribution_dagster.assets.job_batch import for_each_job, materialize_result
+from attribution_dagster.assets.topology import stored_topology
 from attribution_dagster.connectors.base import JobNotFound, SourceError
+from attribution_dagster.connectors.topology.source import ClusterTopology
 from attribution_dagster.core.context import KEY_HASH_MARK, ExecutionContext
 from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
+from attribution_dagster.core.topology import Topology
 from attribution_dagster.resources import (
     AnalysisSettingsResource,
     AssetStoreResource,
@@ -62,10 +67,12 @@ PER_JOB: dict[str, Any] = {"partitions_def": JOBS_PARTITIONS, "group_name": GROU
 
 
 class ObservationSet(BaseModel):
-    """What `observations` hands to `attribution`: the events plus the sources' coverage."""
+    """What `observations` hands to `attribution`: the events plus the sources' coverage,
+    and the topology the job is read against (raw evidence's, passed on unchanged)."""
 
     observations: list[Observation] = Field(default_factory=list)
     coverage: list[SourceCoverage] = Field(default_factory=list)
+    topology: Topology | None = None
 
 
 @asset(
@@ -107,52 +114,75 @@ def execution_context(
     return materialize_result(context, for_each_job(context, s, resolve))
 
 
-@asset(
-    **PER_JOB,
-    deps=[execution_context],
-    description="Prefiltered log lines and metric samples for the job's nodes and window, "
-    "from its case or its cluster's log and metric back-ends, with per-source coverage.",
-    kinds={"python"},
-)
-def raw_evidence(
-    context: AssetExecutionContext,
-    store: AssetStoreResource,
-    files: LocalFilesResource,
-    clusters: ClustersResource,
-    analysis: AnalysisSettingsResource,
-) -> MaterializeResult:
-    settings = analysis.client()
-    client = files.client()
+def _raw_evidence_asset(topology_deps: Sequence[AssetKey] = ()) -> AssetsDefinition:
+    """`raw_evidence`, depending on the per-cluster topology assets when there are some
+    (assets/topology.py), so a verdict's lineage shows the topology it was read against."""
 
-    def fetch(key: str, up: str | None, last_try: bool) -> tuple[RawEvidence, dict[str, Any]]:
-        job = ExecutionContext.model_validate_json(up or "")
-        cluster = clusters.client().get(job.cluster)
-        raw = pipeline.collect_evidence(
-            None,  # the context's case_dir, when it came from a case
-            job,
-            settings,
-            files=client,
-            sources=cluster.sources if cluster is not None else None,
-        )
-        transient = [c for c in raw.coverage if c.retryable]
-        if transient and not last_try:
-            raise SourceError(
-                "; ".join(
-                    f"{c.source}: {c.errors[0] if c.errors else c.status}" for c in transient
-                ),
-                transient=True,
-            )
-        return raw, md.evidence_metadata(job, raw)
-
-    batch = for_each_job(
-        context,
-        store.client(),
-        fetch,
-        upstream="execution_context",
-        retries=analysis.fetch_retries,
-        retry_delay=analysis.fetch_retry_delay_seconds,
+    @asset(
+        **PER_JOB,
+        name="raw_evidence",
+        deps=[execution_context, *topology_deps],
+        description="Prefiltered log lines and metric samples for the job's nodes and window, "
+        "from its case or its cluster's log and metric back-ends, with per-source coverage, "
+        "and the topology snapshot in force when the job ran.",
+        kinds={"python"},
     )
-    return materialize_result(context, batch)
+    def _raw_evidence(
+        context: AssetExecutionContext,
+        store: AssetStoreResource,
+        files: LocalFilesResource,
+        clusters: ClustersResource,
+        analysis: AnalysisSettingsResource,
+    ) -> MaterializeResult:
+        settings = analysis.client()
+        client = files.client()
+        s = store.client()
+        stored: dict[str, ClusterTopology | None] = {}
+
+        def fetch(key: str, up: str | None, last_try: bool) -> tuple[RawEvidence, dict[str, Any]]:
+            job = ExecutionContext.model_validate_json(up or "")
+            cluster = clusters.client().get(job.cluster)
+            sources = cluster.sources if cluster is not None else None
+            if sources is not None and sources.topology:
+                # the cluster's topology asset, when materialized: the snapshots the
+                # lineage names (else the sources are read now)
+                name = job.cluster or ""
+                if name not in stored:
+                    stored[name] = stored_topology(s, name)
+                value = stored[name]
+                if value is not None:
+                    sources = replace(sources, topology=value.as_sources())
+            raw = pipeline.collect_evidence(
+                None,  # the context's case_dir, when it came from a case
+                job,
+                settings,
+                files=client,
+                sources=sources,
+            )
+            transient = [c for c in raw.coverage if c.retryable]
+            if transient and not last_try:
+                raise SourceError(
+                    "; ".join(
+                        f"{c.source}: {c.errors[0] if c.errors else c.status}" for c in transient
+                    ),
+                    transient=True,
+                )
+            return raw, md.evidence_metadata(job, raw)
+
+        batch = for_each_job(
+            context,
+            s,
+            fetch,
+            upstream="execution_context",
+            retries=analysis.fetch_retries,
+            retry_delay=analysis.fetch_retry_delay_seconds,
+        )
+        return materialize_result(context, batch)
+
+    return _raw_evidence
+
+
+raw_evidence = _raw_evidence_asset()
 
 
 @asset(
@@ -169,9 +199,8 @@ def observations(context: AssetExecutionContext, store: AssetStoreResource) -> M
     def parse(key: str, up: str | None, _last: bool) -> tuple[ObservationSet, dict[str, Any]]:
         raw = RawEvidence.model_validate_json(up or "")
         obs = pipeline.normalize(raw, _context_of(contexts, key))
-        return ObservationSet(observations=obs, coverage=raw.coverage), md.observations_metadata(
-            obs
-        )
+        value = ObservationSet(observations=obs, coverage=raw.coverage, topology=raw.topology)
+        return value, md.observations_metadata(obs)
 
     return materialize_result(context, for_each_job(context, s, parse, upstream="raw_evidence"))
 
@@ -215,9 +244,13 @@ def attribution(
     def decide(key: str, up: str | None, _last: bool) -> tuple[AttributionResult, dict[str, Any]]:
         obs = ObservationSet.model_validate_json(up or "")
         result = pipeline.attribute(
-            _context_of(contexts, key), obs.observations, obs.coverage, settings
+            _context_of(contexts, key),
+            obs.observations,
+            obs.coverage,
+            settings,
+            topology=obs.topology,
         )
-        return result, md.attribution_metadata(result)
+        return result, md.attribution_metadata(result) | md.topology_metadata(obs.topology)
 
     batch = for_each_job(context, s, decide, upstream="observations")
     results: dict[str, AttributionResult] = batch.values  # type: ignore[assignment]
@@ -262,10 +295,16 @@ PER_JOB_ASSETS: list[AssetsDefinition] = [
 ]
 
 
-def build_job_assets(max_partitions_per_run: int = 100) -> list[AssetsDefinition]:
-    """The four assets with their backfill batch size (`max_partitions_per_run` jobs a run)."""
+def build_job_assets(
+    max_partitions_per_run: int = 100, topology_deps: Sequence[AssetKey] = ()
+) -> list[AssetsDefinition]:
+    """The four assets with their backfill batch size (`max_partitions_per_run` jobs a run);
+    `raw_evidence` depends on the per-cluster topology assets `topology_deps`."""
     policy = BackfillPolicy.multi_run(max_partitions_per_run=max_partitions_per_run)
-    return [a.with_attributes(backfill_policy=policy) for a in PER_JOB_ASSETS]
+    assets = list(PER_JOB_ASSETS)
+    if topology_deps:
+        assets[1] = _raw_evidence_asset(topology_deps)
+    return [a.with_attributes(backfill_policy=policy) for a in assets]
 
 
 # -- where a job's context comes from -------------------------------------------------------

@@ -17,7 +17,6 @@ from dagster import (
     AssetsDefinition,
     DefaultScheduleStatus,
     MaterializeResult,
-    MetadataValue,
     MultiPartitionKey,
     MultiPartitionsDefinition,
     RunRequest,
@@ -32,6 +31,7 @@ from dagster import (
 )
 
 from attribution_dagster.assets.per_window import GROUP, cluster_names
+from attribution_dagster.assets.report_metadata import report_metadata
 from attribution_dagster.core.config import AttributionConfig
 from attribution_dagster.reports import weekly
 from attribution_dagster.resources import FleetResource, SqlSinkResource
@@ -66,9 +66,11 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         group_name=GROUP,
         deps=[AssetDep("window_attributions", partition_mapping=AllPartitionMapping())],
         kinds={"python", "sql"},
-        description="Weekly failure report: jobs by status and category, GPU-hours lost, "
-        "ambiguous / unattributed rates and why, repeat offenders, change against the "
-        "previous week. Charts in the metadata; HTML and Markdown on disk.",
+        description="Weekly failure report: jobs by status and category, GPU-hours lost per "
+        "failure class, abstention rates and why, failed jobs and their verdicts, repeat "
+        "offenders (drain candidates: recommended, never drained), switches and switch ports "
+        "across weeks, change against the previous week. Charts in the metadata; HTML and "
+        "Markdown on disk, linked when fleet.report_base_url publishes them.",
     )
     def weekly_report(
         context: AssetExecutionContext, sink: SqlSinkResource, fleet_config: FleetResource
@@ -79,33 +81,8 @@ def build_report_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         rep = weekly.build_report(sink.client().url, week, cluster, category_meanings())
         out = Path(fleet_config.reports_dir) / rep.scope / rep.week
         paths = weekly.write_report(rep, out)
-        charts = {n: paths[n].read_bytes() for n in ("failed_by_category", "gpu_hours_lost",
-                                                       "jobs_per_day")}
-        t = rep.this
         return MaterializeResult(
-            metadata={
-                "report": MetadataValue.md(
-                    weekly.render_markdown(rep, {n: weekly.data_uri(b) for n, b in charts.items()})
-                ),
-                "html": MetadataValue.path(str(paths["html"])),
-                "markdown": MetadataValue.path(str(paths["md"])),
-                "jobs": MetadataValue.int(t.jobs),
-                "failed": MetadataValue.int(t.failed),
-                # a number only when every failed job had a GPU count; else the words
-                # ("unknown (N jobs without a GPU count)"), never a 0 that means unknown
-                "GPU-hours lost": MetadataValue.float(float(t.gpu_hours_lost_total))
-                if t.gpu_hours_known else MetadataValue.text(t.gpu_hours_text(fmt=",.1f")),
-                "failed jobs without a GPU count": MetadataValue.int(t.failed_without_gpu_count),
-                # only the infrastructure share is the fleet's loss (not a user's time limit)
-                "GPU-hours lost to the fleet": MetadataValue.float(t.fleet_gpu_hours)
-                if t.fleet_gpu_hours_known
-                else MetadataValue.text(t.class_hours_text(weekly.INFRA, fmt=",.1f")),
-                **{f"{c} failures": MetadataValue.int(t.by_class.get(c, 0))
-                   for c in weekly.CLASSES},
-                "ambiguous rate": MetadataValue.float(round(t.rate("ambiguous"), 4)),
-                "unattributed rate": MetadataValue.float(round(t.rate("unattributed"), 4)),
-                "repeat offenders": MetadataValue.int(len(rep.offenders)),
-            }
+            metadata=report_metadata(rep, paths, fleet_config.report_base_url)
         )
 
     return [weekly_report]

@@ -54,12 +54,16 @@ def add_fleet_parsers(sub: Any) -> None:
         help="write the weekly failure report (HTML, Markdown, PNG charts)",
         description="The weekly report of one ISO week from the result tables: jobs by "
         "status and category, GPU-hours lost, ambiguous/unattributed rates and why, repeat "
-        "offenders, change against the previous week.",
+        "offenders (nodes, GPUs, ports; switches, switch ports and NVLink domains over the "
+        "last weeks), failed jobs and their verdicts, change against the previous week.",
     )
     r.add_argument("--week", required=True, help="ISO week, e.g. 2026-W46 (or a date in it)")
     r.add_argument("--cluster", help="one cluster (default: the whole fleet)")
     r.add_argument("--out", type=Path, metavar="DIR",
                    help="output directory (default: <fleet.reports_dir>/<scope>/<week>)")
+    r.add_argument("--json", action="store_true",
+                   help="print the report's tables as one JSON object on stdout (files are "
+                   "written only with --out)")
     add_config_arg(r)
     r.add_argument("--db", metavar="URL", help="results database (default: the config's sink)")
 
@@ -337,12 +341,25 @@ def cmd_report(args: argparse.Namespace) -> int:
                      "leave out --cluster for the whole fleet")
     url = _db_url(args.db, config)
     rep = report.build_report(url, monday, args.cluster, category_meanings())
+    if args.json:
+        paths = report.write_report(rep, args.out) if args.out else {}
+        print(report.report_json(rep, {k: str(p) for k, p in paths.items()}).model_dump_json())
+        return EXIT_OK
     out = args.out or config.fleet.reports_path(config.base_dir) / rep.scope / rep.week
     paths = report.write_report(rep, out)
     print(f"Weekly failure report: {rep.scope}, {rep.week}")
     print(table(report.SUMMARY_HEADER, report.summary_rows(rep)))
+    shown = [0, 1, 2, 3, 5]  # kind, suspect, jobs hurt, categories, recommendation
     if rep.offenders:
         print("\nrepeat offenders:")
-        print(table(report.OFFENDER_HEADER[:4], [r[:4] for r in report.offender_rows(rep, 10)]))
+        print(table([report.OFFENDER_HEADER[i] for i in shown],
+                    [[r[i] for i in shown] for r in report.offender_rows(rep, 10)]))
+    if rep.fabric_offenders:
+        print(f"\nswitches, switch ports and NVLink domains (last {rep.lookback_weeks} weeks):")
+        cols = [0, 1, 2, 4, 7]  # kind, name, jobs hurt, weeks, recommendation
+        print(table([report.FABRIC_HEADER[i] for i in cols],
+                    [[r[i] for i in cols] for r in report.fabric_rows(rep, 10)]))
+    if rep.offenders or rep.fabric_offenders:
+        print(report.RECOMMENDS)
     print(f"\nwritten: {paths['html']}\n         {paths['md']}")
     return EXIT_OK

@@ -25,14 +25,21 @@ LOG_KINDS: dict[str, str] = {
     "loki": "attribution_dagster.connectors.loki.client:LokiConfig",
     "pod_logs": "attribution_dagster.connectors.pod_logs.client:PodLogsConfig",
     "elasticsearch": "attribution_dagster.connectors.elasticsearch.client:ElasticsearchConfig",
+    "opensearch": "attribution_dagster.connectors.opensearch.client:OpenSearchConfig",
 }
 METRIC_KINDS: dict[str, str] = {
     "prometheus": "attribution_dagster.connectors.prometheus.client:PrometheusConfig",
+}
+TOPOLOGY_KINDS: dict[str, str] = {
+    "files": "attribution_dagster.connectors.topology.files:TopologyFilesConfig",
+    "slurm_scontrol": "attribution_dagster.connectors.topology.live:ScontrolTopologyConfig",
+    "kubernetes_labels": "attribution_dagster.connectors.topology.live:KubeLabelsTopologyConfig",
 }
 ROLES: dict[str, dict[str, str]] = {
     "scheduler": SCHEDULER_KINDS,
     "logs": LOG_KINDS,
     "metrics": METRIC_KINDS,
+    "topology": TOPOLOGY_KINDS,
 }
 
 

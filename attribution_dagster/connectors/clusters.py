@@ -23,6 +23,10 @@ from attribution_dagster.connectors.base import (
     MetricSource,
     SchedulerClient,
 )
+from attribution_dagster.connectors.topology.source import (
+    CachedTopologySource,
+    TopologySource,
+)
 from attribution_dagster.core.config import (
     CONFIG_ENV,
     DEFAULT_CONFIG_FILE,
@@ -36,13 +40,22 @@ from attribution_dagster.core.config import (
 
 @dataclass(frozen=True)
 class EvidenceSources:
-    """The log and metric sources one job's evidence is read from."""
+    """The log and metric sources one job's evidence is read from, and the cluster's
+    topology sources (where its nodes sit in the fabric)."""
 
     logs: tuple[LogSource, ...] = ()
     metrics: tuple[MetricSource, ...] = ()
+    dumps: str | None = None  # the flight-recorder dump directory template (ClusterConfig)
+    topology: tuple[TopologySource, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.logs or self.metrics)
+
+    def dump_dir(self, cluster: str | None, job_id: str) -> Path | None:
+        """The job's dump directory from the template; None when none is configured."""
+        if not self.dumps:
+            return None
+        return Path(self.dumps.format(cluster=cluster or "", job_id=job_id))
 
 
 @dataclass
@@ -56,6 +69,7 @@ class Cluster:
     scheduler_config: Any = field(init=False, default=None)
     log_configs: tuple[Any, ...] = field(init=False, default=())
     metric_configs: tuple[Any, ...] = field(init=False, default=())
+    topology_configs: tuple[Any, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         where = f"clusters.{self.name}"
@@ -66,8 +80,11 @@ class Cluster:
             backend_config("logs", b, f"{where}.logs[{i}]") for i, b in enumerate(cfg.logs)
         )
         self.metric_configs = tuple(
-            backend_config("metrics", b, f"{where}.metrics[{i}]")
-            for i, b in enumerate(cfg.metrics)
+            backend_config("metrics", b, f"{where}.metrics[{i}]") for i, b in enumerate(cfg.metrics)
+        )
+        self.topology_configs = tuple(
+            backend_config("topology", b, f"{where}.topology[{i}]")
+            for i, b in enumerate(cfg.topology)
         )
 
     @cached_property
@@ -88,7 +105,14 @@ class Cluster:
         return EvidenceSources(
             logs=tuple(b.client(self.name) for b in self.log_configs),
             metrics=tuple(b.client(self.name) for b in self.metric_configs),
+            dumps=self.config.dumps,
+            topology=self.topology_sources,
         )
+
+    @cached_property
+    def topology_sources(self) -> tuple[TopologySource, ...]:
+        """The cluster's topology sources, each read at most every 10 minutes."""
+        return tuple(CachedTopologySource(b.client(self.name)) for b in self.topology_configs)
 
 
 def backend_config(role: str, block: BackendBlock, where: str) -> BackendConfig:

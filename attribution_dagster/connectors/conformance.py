@@ -21,6 +21,11 @@ How a connector is checked (tests/test_conformance.py runs it in `make test`):
    node's stop at the same instant (an interval tail, Loki's count bucket, must contain it),
    and the same last progress per node.
 
+Topology sources (the `topology` role) are checked the same way: `recorded_topology()` is
+one fabric written in every form a source reads (topology.conf, `scontrol show topology`,
+topology.yaml, a Kubernetes NodeList with Topograph labels); `check_topology` checks one
+source's snapshots, `compare_topologies` that every source gives the same model.
+
 A new connector passes it or does not ship. No Dagster and no test fakes are imported here;
 the module is plain data and checks, so a connector's own tests can call it too.
 """
@@ -49,6 +54,7 @@ from attribution_dagster.core.hosts import CLUSTER_NODE
 from attribution_dagster.core.locators import Locator, Note
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.settings import Window
+from attribution_dagster.core.topology import Topology, TopologySnapshots
 
 UTC = timezone.utc
 START = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
@@ -322,6 +328,7 @@ def compare_log_batches(
 
 def compare_samples(answers: Mapping[str, Sequence[MetricSample]]) -> list[str]:
     """Every metric source returns the same samples (node, name, the job's labels, time, value)."""
+
     def key(s: MetricSample) -> tuple[Any, ...]:
         return (s.node, s.name, s.labels.get("gpu"), s.time, s.value)
 
@@ -335,6 +342,111 @@ def compare_samples(answers: Mapping[str, Sequence[MetricSample]]) -> list[str]:
     return problems
 
 
+# --------------------------------------------------------------------------- topology
+
+LEAVES = {"gpu-a": "leaf-1", "gpu-b": "leaf-1", "gpu-c": "leaf-2"}  # under spine-1
+NVLINK_DOMAIN = "50000000-0000-0000-0000-000000000005.4000000004"
+
+
+@dataclass(frozen=True)
+class RecordedTopology:
+    """One fabric (NODES on two leaves under one spine, one NVLink domain) in each form."""
+
+    topology_conf: str
+    scontrol: str  # `scontrol show topology` as Slurm 22.05 prints it
+    topology_yaml: str
+    nodes: Mapping[str, Any]  # a v1 NodeList, the API's JSON shape (kubectl get nodes -o json)
+
+
+def recorded_topology() -> RecordedTopology:
+    a_b = ",".join(n for n, leaf in LEAVES.items() if leaf == "leaf-1")
+    c = ",".join(n for n, leaf in LEAVES.items() if leaf == "leaf-2")
+    p = "network.topology.nvidia.com/"
+    nodes = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": n,
+                    "labels": {
+                        "kubernetes.io/hostname": n,
+                        p + "accelerator": NVLINK_DOMAIN,
+                        p + "leaf": leaf,
+                        p + "spine": "spine-1",
+                    },
+                },
+                "spec": {},
+                "status": {"addresses": [{"type": "Hostname", "address": n}]},
+            }
+            for n, leaf in LEAVES.items()
+        ],
+    }
+    return RecordedTopology(
+        topology_conf=f"# two leaves, one spine\nSwitchName=leaf-1 Nodes={a_b}\n"
+        f"SwitchName=leaf-2 Nodes={c}\nSwitchName=spine-1 Switches=leaf-[1-2]\n",
+        scontrol=f"SwitchName=leaf-1 Level=0 LinkSpeed=1 Nodes={a_b}\n"
+        f"SwitchName=leaf-2 Level=0 LinkSpeed=1 Nodes={c}\n"
+        f"SwitchName=spine-1 Level=1 LinkSpeed=1 Nodes={a_b},{c} Switches=leaf-[1-2]\n",
+        topology_yaml="- topology: main\n  cluster_default: true\n  tree:\n    switches:\n"
+        "    - switch: spine-1\n      children: leaf-[1-2]\n"
+        f"    - switch: leaf-1\n      nodes: {a_b}\n    - switch: leaf-2\n      nodes: {c}\n",
+        nodes=nodes,
+    )
+
+
+def check_topology(name: str, snaps: object) -> list[str]:
+    """One topology source's answer: snapshots, each dated (aware), named by its sources,
+    with no errors on the recorded fabric, and self-consistent (every leaf, parent and
+    cable end a known switch)."""
+    if not isinstance(snaps, TopologySnapshots):
+        return [f"{name}: returned {type(snaps).__name__}, not TopologySnapshots"]
+    if not snaps.snapshots:
+        return [f"{name}: no snapshot"]
+    problems = [f"{name}: {e}" for e in snaps.errors]
+    for i, t in enumerate(snaps.snapshots):
+        where = f"{name} snapshot {i}"
+        if t.taken_at is None or t.taken_at.tzinfo is None:
+            problems.append(f"{where}: taken_at {t.taken_at} is not an aware time")
+        if not t.sources:
+            problems.append(f"{where}: names no source")
+        problems += [f"{where}: {e}" for e in t.errors]
+        known = set(t.switches)
+        named = set(t.leaf_of.values()) | {c.switch for c in t.cables}
+        named |= {s.parent for s in t.switches.values() if s.parent}
+        problems += [f"{where}: switch {sw} is not in switches" for sw in sorted(named - known)]
+    return problems
+
+
+def compare_topologies(answers: Mapping[str, Topology]) -> list[str]:
+    """Every source tells the engine the same thing about the job's nodes: each node's
+    leaf, the switches above it, and (where a source reads them) its NVLink domain."""
+
+    def shape(t: Topology) -> dict[str, Any]:
+        return {
+            n: (t.leaf(n), tuple(t.ancestors(t.leaf(n) or "")), t.switches.get(t.leaf(n) or ""))
+            for n in NODES
+        }
+
+    (ref_name, ref), *others = answers.items()
+    want = shape(ref)
+    problems = []
+    for name, t in others:
+        got = shape(t)
+        for n in NODES:
+            if got[n][:2] != want[n][:2]:
+                problems.append(f"{name}: {n} under {got[n][:2]}, {ref_name} says {want[n][:2]}")
+            elif (got[n][2] and got[n][2].tier) != (want[n][2] and want[n][2].tier):
+                problems.append(f"{name}: {n}'s leaf tier differs from {ref_name}'s")
+    domains = {k: t.nvlink_domain_of for k, t in answers.items() if t.nvlink_domain_of}
+    if len({json.dumps(d, sort_keys=True) for d in domains.values()}) > 1:
+        problems.append(f"NVLink domains differ: {domains}")
+    return problems
+
+
 def assert_conforms(problems: Sequence[str]) -> None:
     """Raise ConformanceError listing every problem (one a line), if any."""
     if problems:
@@ -342,6 +454,11 @@ def assert_conforms(problems: Sequence[str]) -> None:
 
 
 __all__ = [
+    "LEAVES",
+    "RecordedTopology",
+    "check_topology",
+    "compare_topologies",
+    "recorded_topology",
     "CAP",
     "NODES",
     "SILENT",

@@ -142,14 +142,14 @@ def send(
             resp = request()
         except httpx.HTTPError as exc:
             spent = max(clock() - started, waited)
-            if not is_transient(exc) or not _may_retry(policy, attempt, None, spent):
+            if not is_transient(exc) or not may_retry(policy, attempt, None, spent):
                 exc.attempts = attempt + 1  # type: ignore[attr-defined]
                 raise
         else:
             if not is_transient(resp.status_code):
                 return resp, attempt + 1
             retry_after = retry_after_seconds(resp.headers.get("Retry-After"))
-            if not _may_retry(policy, attempt, retry_after, max(clock() - started, waited)):
+            if not may_retry(policy, attempt, retry_after, max(clock() - started, waited)):
                 return resp, attempt + 1
         delay = policy.delay(attempt, retry_after)
         sleep(delay)
@@ -157,7 +157,7 @@ def send(
         attempt += 1
 
 
-def _may_retry(policy: RetryPolicy, attempt: int, retry_after: float | None, spent: float) -> bool:
+def may_retry(policy: RetryPolicy, attempt: int, retry_after: float | None, spent: float) -> bool:
     """Another attempt is allowed: retries left, and its wait ends within the deadline."""
     if attempt >= policy.retries:
         return False

@@ -23,6 +23,9 @@ Example ``attribution.yaml``::
           - {kind: loki, url: "http://loki:3100", node_label: host}
         metrics:
           - {kind: prometheus, url: "http://prometheus:9090"}
+        topology:                       # docs/topology.md
+          - {kind: files, paths: [/etc/slurm/topology.conf], snapshots: /shared/topology}
+          - {kind: slurm_scontrol}
     case_root: /data/gpu-cases          # the case-directory sensor watches this
     sink:
       url: postgresql+psycopg://attrib@db.internal:5432/attribution
@@ -44,6 +47,8 @@ Example ``attribution.yaml``::
       window: daily                     # or hourly
       start: "2026-09-01"
       workers: 2                        # processes per window run
+    topology_refresh:                   # the per-cluster topology assets (docs/topology.md)
+      cron: "0 5 * * *"                 # daily (UTC)
 
 Environment variables:
 
@@ -156,10 +161,32 @@ class FleetConfig(BaseModel):
     report_schedule: bool = Field(
         default=True, description="start weekly_report_schedule running (Mondays 06:00 UTC)"
     )
+    report_base_url: str | None = Field(
+        default=None,
+        description="where reports_dir is published (a web server or bucket website you run); "
+        "the report asset links <url>/<scope>/<week>/report.html. None: no link",
+    )
+
+    @field_validator("report_base_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r}: expected an http:// or https:// URL (where the "
+                             "reports directory is published), or leave it out")
+        return v.rstrip("/") if v else None
 
     def reports_path(self, base_dir: str | Path) -> Path:
         p = Path(self.reports_dir).expanduser()
         return p if p.is_absolute() else (Path(base_dir) / p).resolve()
+
+
+class TopologyRefreshConfig(BaseModel):
+    """When the per-cluster `topology` assets are re-read (docs/topology.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cron: str = Field(default="0 5 * * *", description="refresh schedule (UTC); default daily")
+    enabled: bool = Field(default=True, description="start topology_refresh_schedule running")
 
 
 class BackendBlock(BaseModel):
@@ -202,9 +229,35 @@ class ClusterConfig(BaseModel):
     scheduler: BackendBlock | None = Field(
         default=None, description="slurm | kueue | kai | static"
     )
-    logs: list[BackendBlock] = Field(default_factory=list, description="files | loki | pod_logs")
+    logs: list[BackendBlock] = Field(
+        default_factory=list, description="files | loki | pod_logs | elasticsearch | opensearch"
+    )
     metrics: list[BackendBlock] = Field(default_factory=list, description="prometheus")
+    topology: list[BackendBlock] = Field(
+        default_factory=list,
+        description="files | slurm_scontrol | kubernetes_labels (docs/topology.md)",
+    )
     sensor: bool = Field(default=True, description="run a finished-job sensor for this cluster")
+    dumps: str | None = Field(
+        default=None,
+        description=(
+            "where a job's PyTorch flight-recorder dumps land, as a directory template: "
+            "{cluster} and {job_id} are filled in, e.g. /shared/nccl-traces/{job_id}"
+        ),
+    )
+
+    @field_validator("dumps")
+    @classmethod
+    def _dumps(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            v.format(cluster="c", job_id="1")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(
+                f"dumps template {v!r} may name only {{cluster}} and {{job_id}} ({e})"
+            ) from None
+        return v
 
     @field_validator("scheduler", mode="before")
     @classmethod
@@ -221,12 +274,19 @@ class ClusterConfig(BaseModel):
     def _metrics(cls, v: Any) -> Any:
         return [_block(b, "metrics") for b in _blocks(v, "metrics")]
 
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _topology(cls, v: Any) -> Any:
+        return [_block(b, "topology") for b in _blocks(v, "topology")]
+
     @model_validator(mode="after")
     def _unique_sources(self) -> ClusterConfig:
-        names = [b.source_name for b in [*self.logs, *self.metrics]]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"two sources share the name {dup[0]!r}: give each a 'name'")
+        # topology sources are named `topology:<name>` in coverage: their own namespace
+        for blocks in ([*self.logs, *self.metrics], self.topology):
+            names = [b.source_name for b in blocks]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"two sources share the name {dup[0]!r}: give each a 'name'")
         return self
 
 
@@ -262,6 +322,7 @@ class AttributionConfig(BaseModel):
     analysis: AnalysisConfig = AnalysisConfig()
     retry: RetryConfig = RetryConfig()
     fleet: FleetConfig = FleetConfig()
+    topology_refresh: TopologyRefreshConfig = TopologyRefreshConfig()
     max_partitions_per_run: int = Field(default=100, ge=1, le=10_000)
     base_dir: str = Field(
         default=".", description="relative paths (case_root, default SQLite file) resolve here"

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from attribution_dagster.core.formats.flight_recorder import FlightDump
 from attribution_dagster.core.locators import Locator, _as_locator
+from attribution_dagster.core.topology import Topology
 
 TimeQuality = Literal["exact", "inherited", "unknown"]
 """`exact`: the line carried its own timestamp; `inherited`: taken from the nearest earlier
@@ -178,4 +179,9 @@ class RawEvidence(BaseModel):
         default_factory=list,
         description="PyTorch flight-recorder dumps of the case (`dumps/`), read through the "
         "restricted unpickler and slimmed to plain fields (issue 18)",
+    )
+    topology: Topology | None = Field(
+        default=None,
+        description="where the job's nodes sit in the fabric: the case's `topology/`, else "
+        "the cluster's topology sources at the job's start (issue 23); None when unknown",
     )

@@ -12,6 +12,11 @@ import re
 from collections.abc import Iterable, Mapping
 
 from attribution_dagster.core.context import short_host
+from attribution_dagster.core.hostlist import (  # noqa: F401 - re-exported
+    HOSTLIST_MAX,
+    expand_hostlist_lenient,
+    split_hostlist,
+)
 
 _HOST_PORT = re.compile(r"^(?P<host>[^\s:\[\]]+):(?P<port>\d{1,5})$")
 _V6_PORT = re.compile(r"^\[(?P<host>[0-9A-Fa-f:.]+)\](?::\d{1,5})?$")
@@ -58,9 +63,7 @@ class NodeIndex:
     def of(cls, ctx: object) -> NodeIndex:
         """The index of an ExecutionContext: its nodes, `node_addresses`, and its Kubernetes
         pods (`pod`, `namespace/pod` and the host IP name the node the pod ran on)."""
-        addresses = {
-            k: list(v) for k, v in (getattr(ctx, "node_addresses", None) or {}).items()
-        }
+        addresses = {k: list(v) for k, v in (getattr(ctx, "node_addresses", None) or {}).items()}
         for pod in getattr(ctx, "pods", None) or []:
             if pod.node:
                 names = [pod.name, f"{pod.namespace}/{pod.name}"] + [pod.host_ip or ""]
@@ -135,9 +138,7 @@ def re2_escape(literal: str) -> str:
     return "".join("\\" + ch if ch in _RE2_META else ch for ch in literal)
 
 
-def node_regex(
-    nodes: Iterable[str], addresses: Mapping[str, Iterable[str]] | None = None
-) -> str:
+def node_regex(nodes: Iterable[str], addresses: Mapping[str, Iterable[str]] | None = None) -> str:
     """The one label regex (RE2, anchored at both ends by Loki and Prometheus) matching the
     nodes and their `node_addresses` aliases in every spelling a label may carry: any case
     (`(?i)`), any domain after a short name, any port (`instance="gpu-017:9100"`), IPv4
@@ -169,55 +170,8 @@ listing, a central syslog): no node wrote it. The parser catalog moves each obse
 such a line to the job node(s) the line names (`Nodes cn-0410 not responding`) and drops the
 rest; a connector may drop lines naming no job node before that (context only)."""
 
-_HOSTLIST = re.compile(r"^(?P<prefix>[^\[\],]*)\[(?P<ranges>[\d,\-]+)\](?P<suffix>[^\[\],]*)$")
-HOSTLIST_MAX = 4096  # names one hostlist expression may expand to (a bound for odd input)
-
-
-def split_hostlist(expr: str) -> list[str]:
-    """The comma-separated parts of a Slurm hostlist, commas inside brackets kept:
-    `cn-[01-02,05],gpu7` -> [`cn-[01-02,05]`, `gpu7`]."""
-    parts: list[str] = []
-    depth, cur = 0, []
-    for ch in expr:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth = max(0, depth - 1)
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return [p.strip() for p in parts if p.strip()]
-
-
-def expand_hostlist(expr: str) -> list[str]:
-    """Slurm hostlist notation -> host names: `cn-[0410-0412,0415]` -> cn-0410, cn-0411,
-    cn-0412, cn-0415 (zero padding kept), `a,b` -> a, b. One bracket group per part (what
-    slurmctld prints for one-dimensional names); anything else is returned as written."""
-    out: list[str] = []
-    for part in split_hostlist(expr):
-        m = _HOSTLIST.match(part)
-        if m is None:
-            out.append(part)
-            continue
-        names: list[str] = []
-        for rng in m.group("ranges").split(","):
-            lo, _, hi = rng.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                names = [part]
-                break
-            a, b = int(lo), int(hi) if hi else int(lo)
-            if b < a or b - a >= HOSTLIST_MAX:
-                names = [part]
-                break
-            pre, suf, width = m.group("prefix"), m.group("suffix"), len(lo)
-            names.extend(f"{pre}{i:0{width}d}{suf}" for i in range(a, b + 1))
-        out.extend(names)
-        if len(out) >= HOSTLIST_MAX:
-            return out[:HOSTLIST_MAX]
-    return out
+# one hostlist expander for every layer (core/hostlist.py); free text is lenient
+expand_hostlist = expand_hostlist_lenient
 
 
 # host-like tokens of a free-text line: names (with brackets for hostlists), IPv4, [v6]

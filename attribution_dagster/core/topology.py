@@ -9,6 +9,7 @@ model; the rule engine only asks it questions, so it never knows which file told
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
 from typing import Literal
@@ -29,7 +30,10 @@ class Switch(BaseModel):
 
     name: str
     tier: int | None = None
-    parent: str | None = None  # the switch above, in a tree
+    parent: str | None = None  # the switch above, in a tree (None when several are)
+    # every switch directly above: a fat tree's leaf links to several spines, so `parent`
+    # is set only when there is exactly one, and `uplinks` lists them all
+    uplinks: list[str] = Field(default_factory=list)
     guid: str | None = None  # InfiniBand node GUID, `0x...` lower case
     description: str | None = None  # the raw node description, when one was read
 
@@ -138,6 +142,20 @@ class Topology(BaseModel):
         return {_guid(s.guid): s.name for s in self.switches.values() if s.guid}
 
     # ------------------------------------------------------------------ building
+    def for_nodes(self, keep: Callable[[str], bool]) -> Topology:
+        """This snapshot with only the nodes `keep` accepts (a job's, as the topology spells
+        them): every switch stays, so names, GUIDs and the tree are whole, but a job does not
+        carry the 32,768 cables of a 4,096-node fabric through each of its steps."""
+        return Topology(
+            taken_at=self.taken_at,
+            sources=list(self.sources),
+            switches=dict(self.switches),
+            leaf_of={n: sw for n, sw in self.leaf_of.items() if keep(n)},
+            cables=[c for c in self.cables if keep(c.node)],
+            nvlink_domain_of={n: d for n, d in self.nvlink_domain_of.items() if keep(n)},
+            errors=list(self.errors),
+        )
+
     def merged(self, other: Topology) -> Topology:
         """This snapshot with `other`'s facts added (a fact already here wins)."""
         switches = dict(other.switches)
@@ -162,7 +180,7 @@ class Topology(BaseModel):
 
 def _merge_switch(mine: Switch, theirs: Switch) -> Switch:
     """Fill what `mine` does not say from `theirs` (a tree gives parents, ibnetdiscover GUIDs)."""
-    update = {k: v for k, v in theirs.model_dump().items() if getattr(mine, k) is None}
+    update = {k: v for k, v in theirs.model_dump().items() if getattr(mine, k) in (None, [])}
     return mine.model_copy(update=update)
 
 
@@ -170,3 +188,49 @@ def _guid(value: str | None) -> str:
     v = (value or "").strip().lower()
     v = v[2:] if v.startswith("0x") else v
     return v.lstrip("0") or "0"
+
+
+class TopologySnapshots(BaseModel):
+    """A cluster's topology over time: fabrics are recabled, so each snapshot keeps the time
+    it was taken, and a job is read against the one in force when it ran."""
+
+    snapshots: list[Topology] = Field(default_factory=list)  # oldest first
+    errors: list[str] = Field(default_factory=list)  # sources or snapshots that failed
+
+    def model_post_init(self, _context: object) -> None:
+        self.snapshots.sort(key=_snapshot_key)
+
+    def snapshot_at(self, when: datetime | None) -> Topology | None:
+        """The snapshot in force at `when`: the latest taken at or before it, else the
+        earliest (a job older than every snapshot); an untimed snapshot counts as oldest.
+        None when there is no snapshot."""
+        if not self.snapshots:
+            return None
+        if when is None:
+            return self.snapshots[-1]
+        before = [s for s in self.snapshots if s.taken_at is None or _cmp(s.taken_at) <= _cmp(when)]
+        return before[-1] if before else self.snapshots[0]
+
+    @property
+    def latest(self) -> Topology | None:
+        return self.snapshots[-1] if self.snapshots else None
+
+
+def _cmp(t: datetime) -> datetime:
+    """Naive times are UTC, so snapshots and job times compare whatever their source."""
+    from datetime import timezone
+
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def _snapshot_key(t: Topology) -> tuple[int, datetime]:
+    from datetime import timezone
+
+    return (
+        (0, datetime.min.replace(tzinfo=timezone.utc))
+        if t.taken_at is None
+        else (
+            1,
+            _cmp(t.taken_at),
+        )
+    )

@@ -43,15 +43,21 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from dagster import DagsterEventType
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log import SqliteEventLogStorage
-from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.schema import (
+    SqlEventLogStorageMetadata,
+    SqlEventLogStorageTable,
+)
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
-from dagster._core.storage.sql import create_engine
+from dagster._core.storage.sql import create_engine, get_alembic_config
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
 from sqlalchemy import exc as db_exc
+from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
@@ -112,6 +118,24 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
             with engine.connect() as conn, conn.begin():
                 yield conn
 
+    def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
+        """A new run's file gets the stock tables, WAL and the alembic head stamp, with the
+        migration scripts read once per process: the stock `_initdb` reads all of Dagster's
+        alembic scripts for every new file, which is most of a small run's storage time.
+        Anything but a brand-new file (an index, a file another process is creating) goes
+        the stock way."""
+        if for_index_shard or _has_alembic_version(engine):
+            super()._initdb(engine, for_index_shard=for_index_shard)
+            return
+        try:
+            SqlEventLogStorageMetadata.create_all(engine)
+            with engine.connect() as conn:
+                conn.execute(text("PRAGMA journal_mode=WAL;"))
+                MigrationContext.configure(conn).stamp(_alembic_scripts(), "head")
+                conn.commit()
+        except (db_exc.DatabaseError, sqlite3.DatabaseError, sqlite3.OperationalError):
+            super()._initdb(engine, for_index_shard=for_index_shard)  # its retries and checks
+
     def has_table(self, table_name: str) -> bool:
         engine = self._engine(INDEX_SHARD_NAME)
         with engine.connect() as conn:
@@ -162,6 +186,24 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
                 latest[event.get_dagster_event().asset_key] = (event, event_id)
             for event, event_id in latest.values():
                 self._store_asset_event(conn, event, event_id)
+
+
+_SCRIPTS: ScriptDirectory | None = None
+
+
+def _alembic_scripts() -> ScriptDirectory:
+    """Dagster's event-log migration scripts, as the stock `_initdb` configures them."""
+    global _SCRIPTS
+    if _SCRIPTS is None:
+        import dagster._core.storage.event_log.sqlite.sqlite_event_log as stock
+
+        _SCRIPTS = ScriptDirectory.from_config(get_alembic_config(stock.__file__))
+    return _SCRIPTS
+
+
+def _has_alembic_version(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return bool(engine.dialect.has_table(conn, "alembic_version"))
 
 
 # Asset events stored by the same three writes in `SqliteEventLogStorage.store_event`.

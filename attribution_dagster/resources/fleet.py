@@ -9,12 +9,16 @@ from attribution_dagster.core.config import AttributionConfig
 
 
 class FleetResource(ConfigurableResource):
-    """The window length, the window pool's size and where weekly reports go (`fleet:`)."""
+    """The window length, the window pool's size and where weekly reports go and are
+    published (`fleet:`)."""
 
     window: str = Field(default="daily", description="hourly | daily")
     workers: int | None = Field(default=None, description="pool processes; None = cores - 1")
     chunk_size: int = Field(default=50, ge=1, description="jobs per pool task")
     reports_dir: str = Field(default=".attribution/reports", description="weekly reports")
+    report_base_url: str | None = Field(
+        default=None, description="where reports_dir is published over HTTP (None: no link)"
+    )
 
     @classmethod
     def from_config(cls, config: AttributionConfig) -> FleetResource:
@@ -24,4 +28,5 @@ class FleetResource(ConfigurableResource):
             workers=f.workers,
             chunk_size=f.chunk_size,
             reports_dir=str(f.reports_path(config.base_dir)),
+            report_base_url=f.report_base_url,
         )

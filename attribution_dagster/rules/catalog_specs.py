@@ -42,6 +42,10 @@ class ParserSpec(BaseModel):
     description: str = ""
     anchors: list[AnchorSpec] = Field(min_length=1)
     regex: str
+    # literals that must all be in the line before the regex runs: Python's `re` does not
+    # look for a pattern's required words first, and a line that holds the anchor but not
+    # the rest can cost a backtracking search tens of microseconds
+    requires: list[str] = Field(default_factory=list)
     fields: dict[str, str] = Field(default_factory=dict)
     attrs: dict[str, str] = Field(default_factory=dict)
     const: dict[str, Any] = Field(default_factory=dict)

@@ -87,7 +87,7 @@ def _group(groups: dict[str, str | None], name: str) -> str | None:
 class Parser:
     """One compiled catalog entry."""
 
-    __slots__ = ("spec", "index", "rx", "fields", "attrs", "decoder", "group_names")
+    __slots__ = ("spec", "index", "rx", "fields", "attrs", "decoder", "group_names", "requires")
 
     def __init__(self, spec: ParserSpec, index: int):
         if spec.kind not in vocabulary().kinds:
@@ -109,6 +109,7 @@ class Parser:
         if spec.node_from and not set(spec.node_from.split("|")) <= self.group_names:
             raise CatalogError(f"parser {spec.id}: node_from group {spec.node_from!r} not in regex")
         self.spec, self.index = spec, index
+        self.requires = tuple(spec.requires)
         self.decoder = DECODERS[spec.decoder] if spec.decoder else None
 
     def _mapping(
@@ -123,6 +124,9 @@ class Parser:
         """A draft (fields, attrs, node_host, excerpt) or None."""
         if self.spec.join and "\n" in text:
             line = _joined(line, text, self.spec.join)
+        for lit in self.requires:
+            if lit not in line:
+                return None
         m = self.rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
         if m is None:
             return None

@@ -98,6 +98,7 @@ from attribution_dagster.core.evidence import (
     RawEvidence,
     RawRecord,
 )
+from attribution_dagster.core.formats import yamltext
 from attribution_dagster.core.hosts import CLUSTER_NODE
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import Observation
@@ -324,8 +325,11 @@ class ParserCatalog:
         except Exception:  # regex engine edge cases must not stop an analysis
             return []
         out: list[Fact] = []
-        origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
-        launcher_host = self.origin(line).get("host") if ctx is not None else None
+        # the line's NCCL origin and launcher prefix, read only when a parser's own host group
+        # did not name the node (most matched lines name it: these regexes cost more than it)
+        unread: Any = object()
+        origin: Any = unread
+        launcher_host: Any = unread
         cluster = rec.node == CLUSTER_NODE
         # A Kubernetes Event's line may also match a parser of the message it quotes (an
         # OOMKilling's `Memory cgroup out of memory: Killed process ...` is a cgroup_oom too).
@@ -347,6 +351,8 @@ class ParserCatalog:
                     if cluster
                     else [h for h in [index.resolve(draft["node_host"])] if h]
                 )
+            if not hosts and origin is unread:
+                origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
             if not hosts and origin is not None and not p.spec.node_from:
                 # a parser without its own host group: the line's NCCL origin names the node
                 host = _resolve_host(origin.group("host"), ctx)
@@ -354,6 +360,8 @@ class ParserCatalog:
                     hosts = [host]
                     if draft["fields"].get("gpu") is None:
                         draft["fields"]["gpu"] = int(origin.group("dev"))
+            if not hosts and launcher_host is unread:
+                launcher_host = self.origin(line).get("host") if ctx is not None else None
             if not hosts and launcher_host and not draft.get("node_host"):
                 # a launcher prefix naming the host (Ray `ip=`, kubectl `[pod/<pod>/...]`)
                 host = _resolve_host(launcher_host, ctx)
@@ -555,8 +563,7 @@ def _example_ctx(nodes: list[str]) -> ExecutionContext:
 def _read(path: Path) -> ParserCatalog:
     try:
         # libyaml's loader when built in (the catalog is read at every process start)
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
+        data = yamltext.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
         raise CatalogError(f"{path}: {e}") from e
     if not isinstance(data, dict):

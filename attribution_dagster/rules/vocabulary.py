@@ -17,6 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from attribution_dagster.core.formats import yamltext
+
 RULES_DIR = Path(__file__).parent
 
 Domain = Literal["gpu", "network", "collective", "host", "storage", "scheduler", "liveness"]
@@ -97,7 +99,7 @@ class Vocabulary(BaseModel):
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamltext.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise VocabularyError(f"{path}: {exc}") from exc
     if not isinstance(data, dict):

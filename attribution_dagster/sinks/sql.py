@@ -7,7 +7,11 @@ Tables, created on first use (docs/fleet.md draws them):
 - ``attribution_symptoms``: the symptom chain, one row per link (role, kind, node, time);
 - ``attribution_evidence``: the evidence list, one row per reference (source, locator);
 - ``attribution_suspects``: what a result names as suspect, one row per node / GPU (PCI id)
-  / network port / shared switch, so the weekly report finds repeat offenders by index;
+  / network port / switch / switch port / NVLink domain / shared storage, so the weekly
+  report finds repeat offenders by index;
+- ``attribution_fault_ports``: the result's ``fault_domain`` (where a network or NVLink cause
+  sits in the topology), one row per cable (node, host port, switch, switch port) with the
+  domain's level and name, so the report groups switch ports across jobs and weeks;
 - ``attribution_jobs``: one row per (cluster, job_id): the scheduler's facts the report
   needs (end time, nodes, GPUs per node, GPU-hours) and the window that listed the job;
 - ``attribution_windows``: one row per (cluster, window) of the fleet path: its status,
@@ -127,11 +131,32 @@ suspects_table = Table(
     "attribution_suspects",
     metadata,
     *_row_of_result(),
-    Column("kind", String(16), nullable=False),  # node | gpu | port | switch | storage
-    Column("name", String(512), nullable=False),  # node, node/pci, node/port, switch key
+    # node | gpu | port | switch | switch_port | nvlink_domain | storage
+    Column("kind", String(16), nullable=False),
+    # node, node/pci, node/port, switch name (or, without topology, `port @ nodes`),
+    # `switch port N`, NVLink domain name, storage category
+    Column("name", String(512), nullable=False),
     Column("node", String(255), nullable=False),
 )
 Index("ix_attribution_suspects_kind_name", suspects_table.c.kind, suspects_table.c.name)
+
+# A new table rather than columns on attribution_results: create_all adds it to a results
+# database of an earlier version (whose results have no fault_domain), on SQLite and
+# PostgreSQL alike. The whole fault_domain is also in result_json.
+fault_ports_table = Table(
+    "attribution_fault_ports",
+    metadata,
+    *_row_of_result(),
+    Column("level", String(16), nullable=False),  # link | leaf | spine | nvlink_domain
+    Column("domain", String(255), nullable=False),  # the switch or NVLink domain's name
+    Column("node", String(255), nullable=False),  # '' when the domain names no node
+    Column("host_port", String(128)),
+    Column("switch", String(255)),
+    Column("switch_port", String(64)),
+)
+Index("ix_attribution_fault_ports_switch", fault_ports_table.c.switch,
+      fault_ports_table.c.switch_port)
+Index("ix_attribution_fault_ports_domain", fault_ports_table.c.level, fault_ports_table.c.domain)
 
 jobs_table = Table(
     "attribution_jobs",
@@ -202,23 +227,32 @@ def job_row(ctx: ExecutionContext, window: str = "") -> dict[str, Any]:
     }
 
 
+def switch_port_name(switch: str, port: str) -> str:
+    """The name of one switch port in the suspects table and the report: `ib-leaf-07 port 12`."""
+    return f"{switch} port {port}"
+
+
 def suspect_rows(result: AttributionResult) -> list[dict[str, Any]]:
     """What the result blames, one row per thing a person would go and fix.
 
     A node-scope result names its nodes, each GPU of a GPU fault (by PCI bus id, else
-    index) and each network port of a network fault. A shared-scope result names no node;
-    the engine does not see the topology, so a shared fabric fault is keyed by the port
-    name and the set of nodes it hit together (`switch`: `mlx5_5 @ node-a,node-b,...`),
-    storage by category.
+    index) and each network port of a network fault. A shared-scope result names no node.
+    With a `fault_domain` (the topology placed the cause), the switch or NVLink domain is
+    named by the topology's name, and each switch port at the far end of a cable involved;
+    without one, a shared fabric fault is keyed by the port name and the set of nodes it
+    hit together (`switch`: `mlx5_5 @ node-a,node-b,...`), storage by category.
     """
     rows: list[tuple[str, str, str]] = []
+    fd = result.fault_domain
     if result.status == "attributed" and result.scope == "shared":
         roots = [link for link in result.symptom_chain if link.role == "root_cause"]
         nodes = sorted({link.node for link in roots})
         ports = sorted({link.port for link in roots if link.port})
-        kind = "switch" if (result.category or "").startswith("network") else "storage"
-        key = f"{'/'.join(ports) or result.category} @ {','.join(nodes)}"
-        rows.append((kind, key, ",".join(nodes)))
+        network = (result.category or "").startswith("network")
+        if not (network and fd is not None):
+            kind = "switch" if network else "storage"
+            key = f"{'/'.join(ports) or result.category} @ {','.join(nodes)}"
+            rows.append((kind, key, ",".join(nodes)))
     else:
         for node in result.suspect_nodes:
             rows.append(("node", node, node))
@@ -229,6 +263,12 @@ def suspect_rows(result: AttributionResult) -> list[dict[str, Any]]:
                 rows.append(("gpu", f"{s.node}/{s.pci or f'gpu{s.gpu}'}", s.node))
             if s.port and not gpu_fault:
                 rows.append(("port", f"{s.node}/{s.port}", s.node))
+    if result.status == "attributed" and fd is not None:
+        kind = "nvlink_domain" if fd.level == "nvlink_domain" else "switch"
+        rows.append((kind, fd.name, ",".join(sorted(fd.nodes))))
+        for p in fd.ports:
+            if p.switch and p.switch_port:
+                rows.append(("switch_port", switch_port_name(p.switch, p.switch_port), p.node))
     seen: set[tuple[str, str]] = set()
     out = []
     for kind, name, node in rows:
@@ -237,6 +277,28 @@ def suspect_rows(result: AttributionResult) -> list[dict[str, Any]]:
         seen.add((kind, name))
         out.append({"kind": kind, "name": clean_text(name)[:512], "node": clean_text(node)[:255]})
     return out
+
+
+def fault_port_rows(result: AttributionResult) -> list[dict[str, Any]]:
+    """The `attribution_fault_ports` rows of a result: one per cable of its fault_domain, or
+    one per node (or one with no node) when the domain lists no cable."""
+    fd = result.fault_domain
+    if fd is None:
+        return []
+    base = {"level": fd.level, "domain": clean_text(fd.name)[:255]}
+    rows = [
+        {**base, "node": clean_text(p.node)[:255], "host_port": _cut(p.host_port, 128),
+         "switch": _cut(p.switch, 255), "switch_port": _cut(p.switch_port, 64)}
+        for p in fd.ports
+    ]
+    if not rows:
+        blank = {"host_port": None, "switch": None, "switch_port": None}
+        rows = [{**base, "node": clean_text(n)[:255], **blank} for n in fd.nodes or [""]]
+    return rows
+
+
+def _cut(value: str | None, n: int) -> str | None:
+    return None if value is None else clean_text(value)[:n]
 
 
 def clean_text(value: str | None) -> str | None:
@@ -364,9 +426,18 @@ class SqlSink:
                 existing = conn.execute(insert(t).values(**row)).inserted_primary_key[0]
             else:
                 conn.execute(update(t).where(t.c.id == existing).values(**row))
-        conn.execute(delete(symptoms_table).where(symptoms_table.c.result_id == existing))
-        conn.execute(delete(evidence_table).where(evidence_table.c.result_id == existing))
-        conn.execute(delete(suspects_table).where(suspects_table.c.result_id == existing))
+        self._write_children(conn, existing, result)
+
+    def _write_children(self, conn: Any, existing: int, result: AttributionResult) -> None:
+        """The result's rows in the child tables, replacing those of an earlier write."""
+        for child in (symptoms_table, evidence_table, suspects_table, fault_ports_table):
+            conn.execute(delete(child).where(child.c.result_id == existing))
+        fault_ports = fault_port_rows(result)
+        if fault_ports:
+            conn.execute(
+                insert(fault_ports_table),
+                [{"result_id": existing, "seq": i, **row} for i, row in enumerate(fault_ports)],
+            )
         suspects = suspect_rows(result)
         if suspects:
             conn.execute(

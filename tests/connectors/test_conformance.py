@@ -14,13 +14,16 @@ The lines (conformance.recorded_job) are served by each back-end:
   which answers point-in-time and search requests with the recorded Elasticsearch REST API
   response shapes of tests/fixtures/elasticsearch/ (`_pit`, `_search` with `search_after`),
   each line one ECS document (`@timestamp`, `host.name`, `log.file.path`, `message`);
+- opensearch: the `opensearch-py` client against tests/fakes/fake_opensearch.py, the same
+  documents behind OpenSearch 2.x's point-in-time API and answer shapes
+  (tests/fixtures/opensearch/: `_search/point_in_time`, `pit_id`, `_id` tiebreaker);
 - Prometheus: the `.prom` text files and the Prometheus HTTP API (a fake in the documented
   `{"status": "success", "data": {"resultType": ...}}` shapes, as tests/test_prometheus.py).
 
 What is recorded from real systems and what is not: the Event is node-problem-detector's
 OOMKilling as a real cluster reports it (kube-eventer #131 / NPD #766 wording, the shape of
 `kubectl get events -o json`, as in tests/heldout/h87-*); the Loki, Kubernetes,
-Elasticsearch and Prometheus answers are NOT recorded from live servers: they are fakes
+Elasticsearch, OpenSearch and Prometheus answers are NOT recorded from live servers: they are fakes
 that answer in the documented API shapes. (Live servers: tests/test_prometheus.py's
 `prometheus` marker and scripts/ci-*.sh.)
 """
@@ -35,6 +38,7 @@ from typing import Any
 import pytest
 from fake_elasticsearch import FakeElasticsearch
 from fake_loki import FakeLoki
+from fake_opensearch import FakeOpenSearch
 from fake_pod_logs import FakeKube
 
 from attribution_dagster import pipeline
@@ -49,6 +53,7 @@ from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.connectors.files.tree import FilesSource, FilesSourceConfig
 from attribution_dagster.connectors.loki.client import LokiClient, LokiConfig
 from attribution_dagster.connectors.loki.query import to_ns
+from attribution_dagster.connectors.opensearch.client import OpenSearchConfig, OpenSearchSource
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
 from attribution_dagster.connectors.prometheus.client import PrometheusClient, PrometheusConfig
 from attribution_dagster.core.evidence import LogBatch, RawEvidence, RawRecord
@@ -119,16 +124,38 @@ def loki_source(fake_http: Any, job: cf.RecordedJob) -> LokiClient:
     return LokiClient(cfg, sleep=lambda s: None, environ={})
 
 
-def es_source(fake_http: Any, job: cf.RecordedJob) -> ElasticsearchSource:
-    """The lines as ECS documents in a fake Elasticsearch (recorded API response shapes)."""
-    es = FakeElasticsearch()
+def ecs_documents(fake: FakeElasticsearch, fake_http: Any, job: cf.RecordedJob) -> None:
+    """The lines as ECS documents in a fake Elasticsearch or OpenSearch (recorded API
+    response shapes), served on fake_http."""
     for node, lines in job.logs.items():
         for t, text in lines:
-            es.add({"@timestamp": stamp(t), "host": {"name": node},
-                    "log": {"file": {"path": "/var/log/app.log"}}, "message": text})  # fmt: skip
-    es.install(fake_http)
+            fake.add({"@timestamp": stamp(t), "host": {"name": node},
+                      "log": {"file": {"path": "/var/log/app.log"}}, "message": text})  # fmt: skip
+    fake.install(fake_http)
+
+
+def es_source(fake_http: Any, job: cf.RecordedJob) -> ElasticsearchSource:
+    ecs_documents(FakeElasticsearch(), fake_http, job)
     cfg = ElasticsearchConfig(url=fake_http.url, index="logs-*", retries=0)
     return ElasticsearchSource(cfg, cluster="conformance", environ={})
+
+
+@pytest.fixture
+def os_http() -> Any:
+    """A second fake server for OpenSearch: the Elasticsearch fake answers `POST /_search`
+    on the first."""
+    from fake_http import start_fake_http
+
+    fake = start_fake_http()
+    yield fake
+    fake.server.shutdown()
+
+
+def os_source(os_http: Any, job: cf.RecordedJob) -> OpenSearchSource:
+    """OpenSearch 2.x shapes (tests/fakes/fake_opensearch.py) through opensearch-py."""
+    ecs_documents(FakeOpenSearch(), os_http, job)
+    cfg = OpenSearchConfig(url=os_http.url, index="logs-*", retries=0)
+    return OpenSearchSource(cfg, cluster="conformance", environ={})
 
 
 def pod_logs_source(fake_http: Any, job: cf.RecordedJob, events: bool) -> PodLogsClient:
@@ -142,17 +169,22 @@ def pod_logs_source(fake_http: Any, job: cf.RecordedJob, events: bool) -> PodLog
     return PodLogsClient(config, cluster="conformance", now=lambda: now)
 
 
-def test_the_sources_satisfy_the_protocols(tmp_path: Path, fake_http: Any, job) -> None:
+def test_the_sources_satisfy_the_protocols(
+    tmp_path: Path, fake_http: Any, os_http: Any, job
+) -> None:
     """What `runtime_checkable` can see: a name and the method of the role."""
     assert isinstance(shared_root_source(tmp_path, job), LogSource)
     assert isinstance(loki_source(fake_http, job), LogSource)
     assert isinstance(pod_logs_source(fake_http, job, events=False), LogSource)
     assert isinstance(es_source(fake_http, job), LogSource)
+    assert isinstance(os_source(os_http, job), LogSource)
     prom = PrometheusClient(PrometheusConfig(url="http://prom:9090"))
     assert isinstance(prom, MetricSource) and not isinstance(prom, LogSource)
 
 
-def test_every_registered_kind_runs_through_the_suite(tmp_path: Path, fake_http: Any, job) -> None:
+def test_every_registered_kind_runs_through_the_suite(
+    tmp_path: Path, fake_http: Any, os_http: Any, job
+) -> None:
     """A new back-end passes the suite or does not ship: every `kind` of the registry's log
     and metric roles is one of the sources the tests below run (add it here with them)."""
     from attribution_dagster.connectors import LOG_KINDS, METRIC_KINDS
@@ -162,6 +194,7 @@ def test_every_registered_kind_runs_through_the_suite(tmp_path: Path, fake_http:
         loki_source(fake_http, job),
         pod_logs_source(fake_http, job, events=False),
         es_source(fake_http, job),
+        os_source(os_http, job),
     ]
     tested_logs = {type(src).__name__ for src in log_sources}
     registered_logs = {
@@ -177,12 +210,16 @@ LOG_REQUIRED: dict[str, dict[str, Any]] = {
     "loki": {"url": "http://loki:3100"},
     "pod_logs": {"api_url": "http://kube:6443"},
     "elasticsearch": {"url": "http://es:9200", "index": "logs-*"},
+    "opensearch": {"url": "http://opensearch:9200", "index": "logs-*"},
 }
 """The least configuration each log kind needs to build its client (no request is made)."""
 
 
-def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any, job) -> None:
-    """Files (case and shared root), Loki, pod logs and Elasticsearch over the same lines:
+def test_every_log_source_conforms_and_all_agree(
+    tmp_path: Path, fake_http: Any, os_http: Any, job
+) -> None:
+    """Files (case and shared root), Loki, pod logs, Elasticsearch and OpenSearch over the
+    same lines:
     each keeps the contract (typed locators, tails, progress, coverage, the cap), and the
     engine hears the same observations, the same nodes stopping at the same instants, the
     same last progress."""
@@ -194,6 +231,7 @@ def test_every_log_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any,
         loki_source(fake_http, job),
         pod_logs_source(fake_http, job, events=False),
         es_source(fake_http, job),
+        os_source(os_http, job),
     ]
     problems: list[str] = cf.check_log_batch("files:case", ref, job)
     for src in sources:
@@ -323,3 +361,77 @@ def test_prometheus_text_files_and_http_api_give_the_same_samples(
         return sorted((o.kind, o.node, o.time, o.code) for o in got)
 
     assert obs(file_samples) == obs(samples) and obs(samples)  # an XID 79 on gpu-b
+
+
+# --------------------------------------------------------------------------- topology
+
+
+def test_every_topology_source_conforms_and_all_agree(tmp_path: Path, fake_http: Any) -> None:
+    """The same fabric read from topology.conf, topology.yaml and nodes.json (kind files),
+    from `scontrol show topology` (kind slurm_scontrol, through the Slurm connector's runner
+    with Slurm 22.05's recorded output) and from the node labels on the Kubernetes API
+    (kind kubernetes_labels, recorded NodeList shape on the fake API): one model."""
+    from fake_k8s import FakeKubeAPI
+
+    from attribution_dagster.connectors import TOPOLOGY_KINDS
+    from attribution_dagster.connectors.slurm.sacct import RunResult
+    from attribution_dagster.connectors.topology.files import TopologyFilesConfig
+    from attribution_dagster.connectors.topology.live import (
+        KubeLabelsTopologyConfig,
+        ScontrolTopologyConfig,
+        ScontrolTopologySource,
+    )
+    from attribution_dagster.connectors.topology.source import TopologySource
+
+    rec = cf.recorded_topology()
+    forms = {"topology.conf": rec.topology_conf, "topology.yaml": rec.topology_yaml}
+    forms["nodes.json"] = __import__("json").dumps(rec.nodes)
+    sources: dict[str, TopologySource] = {}
+    for name, text in forms.items():
+        d = tmp_path / name.replace(".", "_")
+        d.mkdir()
+        (d / name).write_text(text)
+        sources[f"files:{name}"] = TopologyFilesConfig(paths=[str(d)]).client("c")
+    sources["slurm_scontrol"] = ScontrolTopologySource(
+        ScontrolTopologyConfig(), "c", runner=lambda *a: RunResult(0, rec.scontrol, "")
+    )
+    api = FakeKubeAPI(fake_http)
+    api.objects.extend(rec.nodes["items"])
+    sources["kubernetes_labels"] = KubeLabelsTopologyConfig(api_url=api.url).client("c")
+    # every registered topology kind is one of the sources run here
+    least: dict[str, dict[str, Any]] = {"files": {"paths": ["/x"]}}
+    registered = {
+        type(
+            config_model("topology", k).model_validate({"kind": k, **least.get(k, {})}).client("c")
+        )
+        for k in TOPOLOGY_KINDS
+    }
+    assert {t.__name__ for t in registered} <= {type(s).__name__ for s in sources.values()}
+    problems: list[str] = []
+    answers = {}
+    for name, src in sources.items():
+        assert isinstance(src, TopologySource)
+        snaps = src.snapshots()
+        problems += cf.check_topology(name, snaps)
+        answers[name] = snaps.snapshot_at(None)
+    problems += cf.compare_topologies(answers)
+    cf.assert_conforms(problems)
+    assert answers["kubernetes_labels"].leaf("gpu-c") == "leaf-2"
+
+
+def test_a_wrong_topology_is_caught() -> None:
+    """The checks can fail: a source that puts a node under another leaf, or names a
+    switch it does not describe, is reported."""
+    from attribution_dagster.core.formats.topology import read_topology_conf
+    from attribution_dagster.core.topology import Topology, TopologySnapshots
+
+    rec = cf.recorded_topology()
+    good = read_topology_conf(rec.topology_conf)
+    bad = read_topology_conf(rec.topology_conf.replace("Nodes=gpu-c", "Nodes=gpu-c2"))
+    bad.leaf_of["gpu-c"] = "leaf-9"
+    problems = cf.compare_topologies({"good": good, "bad": bad})
+    assert any("gpu-c under ('leaf-9'" in p for p in problems)
+    undated = TopologySnapshots(snapshots=[Topology(leaf_of={"gpu-a": "x"})])
+    got = cf.check_topology("undated", undated)
+    assert any("not an aware time" in p for p in got) and any("names no source" in p for p in got)
+    assert any("switch x is not in switches" in p for p in got)

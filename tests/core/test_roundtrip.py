@@ -23,6 +23,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from attribution_dagster.assets.per_job import ObservationSet
 from attribution_dagster.connectors.base import JobQuery, SourceLimits
+from attribution_dagster.connectors.topology.source import ClusterTopology, SourceSnapshots
 from attribution_dagster.core.context import ExecutionContext, JobState, PodRef
 from attribution_dagster.core.evidence import (
     Anchor,
@@ -52,6 +53,7 @@ from attribution_dagster.core.result import (
     Suspect,
 )
 from attribution_dagster.core.settings import AnalysisSettings, Window
+from attribution_dagster.core.topology import Cable, Switch, Topology, TopologySnapshots
 from attribution_dagster.rules.vocabulary import vocabulary
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -218,8 +220,56 @@ flight_dump = st.builds(
     pg_status=st.dictionaries(name, st.dictionaries(name, small, max_size=3), max_size=2),
     entries=st.lists(fr_entry, max_size=3),
 )
+switch = st.builds(
+    Switch,
+    name=name,
+    tier=st.none() | st.integers(0, 3),
+    parent=st.none() | name,
+    uplinks=st.lists(name, max_size=2),
+    guid=st.none() | name,
+    description=st.none() | text,
+)
+cable = st.builds(
+    Cable,
+    node=name,
+    host_port=name,
+    switch=name,
+    switch_port=name,
+    fabric=st.sampled_from(["ib", "ethernet"]),
+    host_port_num=st.none() | st.integers(0, 64),
+    host_guid=st.none() | name,
+)
+topology = st.builds(
+    Topology,
+    taken_at=st.none() | aware,
+    sources=st.lists(text, max_size=2),
+    switches=st.dictionaries(name, switch, max_size=3),
+    leaf_of=st.dictionaries(name, name, max_size=3),
+    cables=st.lists(cable, max_size=3),
+    nvlink_domain_of=st.dictionaries(name, name, max_size=2),
+    errors=st.lists(text, max_size=2),
+)
+topology_snapshots = st.builds(
+    TopologySnapshots, snapshots=st.lists(topology, max_size=3), errors=st.lists(text, max_size=2)
+)
+cluster_topology = st.builds(
+    ClusterTopology,
+    cluster=name,
+    read_at=aware,
+    sources=st.lists(
+        st.builds(
+            SourceSnapshots,
+            source=name,
+            snapshots=topology_snapshots,
+            error=st.none() | text,
+            retryable=st.booleans(),
+        ),
+        max_size=2,
+    ),
+)
 raw_evidence = st.builds(
     RawEvidence,
+    topology=st.none() | topology,
     dumps=st.lists(flight_dump, max_size=2),
     job_id=name,
     records=st.lists(raw_record, max_size=3),
@@ -257,6 +307,7 @@ observation_set = st.builds(
     ObservationSet,
     observations=st.lists(observation, max_size=3),
     coverage=st.lists(source_coverage, max_size=2),
+    topology=st.none() | topology,
 )
 evidence = st.builds(
     Evidence,
@@ -363,6 +414,9 @@ MODELS: list[tuple[type[BaseModel], Any]] = [
     (Suspect, suspect),
     (Lead, lead),
     (FlightDump, flight_dump),
+    (Topology, topology),
+    (TopologySnapshots, topology_snapshots),
+    (ClusterTopology, cluster_topology),
     (AttributionResult, attribution_result),
     (JobQuery, job_query),
     (Window, window),
@@ -481,12 +535,20 @@ def test_every_case_gives_the_same_result_after_each_step_is_stored_and_read_bac
     for case in _CASES:
         ctx = pipeline.load_context(case)
         raw = pipeline.collect_evidence(case, ctx)
-        direct = pipeline.attribute(ctx, pipeline.normalize(raw, ctx), raw.coverage)
+        direct = pipeline.attribute(
+            ctx, pipeline.normalize(raw, ctx), raw.coverage, topology=raw.topology
+        )
         ctx2 = ExecutionContext.model_validate_json(ctx.model_dump_json())
         raw2 = RawEvidence.model_validate_json(raw.model_dump_json())
-        obs = ObservationSet(observations=pipeline.normalize(raw2, ctx2), coverage=raw2.coverage)
+        assert raw2.topology == raw.topology
+        obs = ObservationSet(
+            observations=pipeline.normalize(raw2, ctx2),
+            coverage=raw2.coverage,
+            topology=raw2.topology,
+        )
         obs2 = ObservationSet.model_validate_json(obs.model_dump_json())
-        stored = pipeline.attribute(ctx2, obs2.observations, obs2.coverage)
+        assert obs2.topology == raw.topology
+        stored = pipeline.attribute(ctx2, obs2.observations, obs2.coverage, topology=obs2.topology)
         stored = AttributionResult.model_validate_json(stored.model_dump_json())
         if stored.model_dump(exclude={"analyzed_at"}) != direct.model_dump(exclude={"analyzed_at"}):
             differ.append(case.name)

@@ -31,6 +31,9 @@ sensor:
 clusters:
   atlas:
     scheduler: {{kind: slurm}}
+    topology:
+      - {{kind: files, paths: [{root}/topology]}}
+      - {{kind: slurm_scontrol}}
   h100-east:
     scheduler: {{kind: kueue, context: east}}
   lab:

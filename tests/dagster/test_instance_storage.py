@@ -226,3 +226,29 @@ def test_tuning_is_scoped_to_the_instance_engines(tmp_path):
     assert not SqliteEventLogStorage(
         str(tmp_path / "stock")
     ).supports_partition_subset_in_asset_materialization_planned_events
+
+
+def test_a_new_run_file_is_stamped_as_the_stock_storage_stamps_it(tmp_path: Path) -> None:
+    """Our `_initdb` reads Dagster's migration scripts once per process; the file it makes
+    must be what the stock one makes: the same tables, and the alembic head the stock
+    check reads back as current."""
+    from alembic.migration import MigrationContext
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log as stock_module
+    from dagster._core.storage.sql import check_alembic_revision, get_alembic_config
+
+    ours = BatchedSqliteEventLogStorage(str(tmp_path / "ours"))
+    stock = SqliteEventLogStorage(str(tmp_path / "stock"))
+    tables = {}
+    for name, storage in (("ours", ours), ("stock", stock)):
+        with storage.run_connection("run-1") as conn:
+            db_rev, head = check_alembic_revision(
+                get_alembic_config(stock_module.__file__), conn
+            )
+            assert db_rev == head and head is not None
+            assert MigrationContext.configure(conn).get_current_revision() == head
+        db = sqlite3.connect(tmp_path / name / "run-1.db")
+        tables[name] = sorted(r[0] for r in db.execute(
+            "select name from sqlite_master where type in ('table', 'index')"
+        ))
+        db.close()
+    assert tables["ours"] == tables["stock"]

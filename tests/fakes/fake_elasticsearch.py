@@ -52,6 +52,12 @@ def when(value: Any) -> datetime:
 
 
 class FakeElasticsearch:
+    fixtures = FIXTURES
+    headers = HEADERS
+    pit_path = "/_pit"  # POST /<index>/_pit
+    pit_answer = ("open_pit.json", "id", "pit-")  # fixture, id key, id prefix
+    close_path = "/_pit"  # DELETE, the id in the body
+
     def __init__(self, index: str = ".ds-logs-generic-default-2026.11.02-000001",
                  time_field: str = "@timestamp") -> None:  # fmt: skip
         self.index = index
@@ -60,57 +66,81 @@ class FakeElasticsearch:
         self.pits: set[str] = set()
         self.closed: list[str] = []
         self.searches: list[dict[str, Any]] = []
-        # (body) -> (status, error body) or None: inject failures
-        self.fail: Callable[[dict[str, Any]], tuple[int, Any] | None] = lambda body: None
+        self.keep_alives: list[str | None] = []
+        # (body) -> (status, error body[, headers]) or None: inject failures
+        self.fail: Callable[[dict[str, Any]], tuple | None] = lambda body: None
 
     def add(self, doc: dict[str, Any]) -> None:
         self.docs.append(doc)
 
+    def recorded(self, name: str) -> Any:
+        return json.loads((self.fixtures / name).read_text())
+
+    def tiebreak(self, i: int) -> Any:
+        """The sort value after time: `_shard_doc` (shard ordinal and Lucene doc, here the
+        document's position)."""
+        return i
+
+    def refuse(self, body: dict[str, Any]) -> tuple[int, Any] | None:
+        """What the server says to a search it cannot run (none here)."""
+        return None
+
+    def answer(self, failure: tuple) -> tuple:
+        """An injected (status, body[, headers]) with the server's own headers added."""
+        return failure[0], failure[1], {**self.headers, **(failure[2] if failure[2:] else {})}
+
     def install(self, fake_http: Any) -> None:
         fake_http.route_prefix("POST", "/", self._open_pit)  # POST /<index>/_pit
         fake_http.route("POST", "/_search", self._search)
-        fake_http.route("DELETE", "/_pit", self._close_pit)
+        fake_http.route("DELETE", self.close_path, self._close_pit)
 
     # -- endpoints --------------------------------------------------------------------------
     def _open_pit(self, req: Any) -> tuple:
-        if not req.path.endswith("/_pit"):
-            return 404, {"error": f"no fake route for POST {req.path}"}, HEADERS
-        failure = self.fail({"open_pit": req.path})
+        if not req.path.endswith(self.pit_path):
+            return 404, {"error": f"no fake route for POST {req.path}"}, self.headers
+        self.keep_alives.append(req.arg("keep_alive"))
+        failure = self.refuse_pit(req) or self.fail({"open_pit": req.path})
         if failure is not None:
-            return failure[0], failure[1], HEADERS
-        body = recorded("open_pit.json")
-        body["id"] = f"pit-{len(self.pits) + 1}"
-        self.pits.add(body["id"])
-        return 200, body, HEADERS
+            return self.answer(failure)
+        fixture, key, prefix = self.pit_answer
+        body = self.recorded(fixture)
+        body[key] = f"{prefix}{len(self.pits) + 1}"
+        self.pits.add(body[key])
+        return 200, body, self.headers
+
+    def refuse_pit(self, req: Any) -> tuple | None:
+        """What the server says to a point-in-time request it cannot serve (none here)."""
+        return None
 
     def _close_pit(self, req: Any) -> tuple:
         pit = req.json().get("id")
         self.closed.append(pit)
         self.pits.discard(pit)
-        return 200, recorded("close_pit.json"), HEADERS
+        return 200, self.recorded("close_pit.json"), self.headers
 
     def _search(self, req: Any) -> tuple:
         body = req.json() or {}
         self.searches.append(body)
-        failure = self.fail(body)
+        failure = self.fail(body) or self.refuse(body)
         if failure is not None:
-            return failure[0], failure[1], HEADERS
+            return self.answer(failure)
         pit = (body.get("pit") or {}).get("id")
         if pit not in self.pits:
             return 404, {"error": {"root_cause": [{"type": "search_context_missing_exception",
                          "reason": "No search context found for id"}],
                          "type": "search_phase_execution_exception",
-                         "reason": "all shards failed"}, "status": 404}, HEADERS  # fmt: skip
+                         "reason": "all shards failed"}, "status": 404}, self.headers  # fmt: skip
         order = [next(iter(s.values())) for s in body.get("sort", [])]
         desc = bool(order) and (order[0].get("order") if isinstance(order[0], dict)
                                 else order[0]) == "desc"  # fmt: skip
         rows = [(when(field(d, self.time_field)), i, d) for i, d in enumerate(self.docs)
                 if self.matches(d, body.get("query") or {"match_all": {}})]  # fmt: skip
-        rows.sort(key=lambda r: (r[0], r[1]), reverse=desc)
+        rows.sort(key=lambda r: (r[0], self.tiebreak(r[1])), reverse=desc)
         after = body.get("search_after")
         if after:
-            key = (when(after[0]), int(after[1]))
-            rows = [r for r in rows if ((r[0], r[1]) < key if desc else (r[0], r[1]) > key)]
+            key = (when(after[0]), after[1])
+            rows = [r for r in rows if ((r[0], self.tiebreak(r[1])) < key if desc
+                                        else (r[0], self.tiebreak(r[1])) > key)]  # fmt: skip
         collapse = (body.get("collapse") or {}).get("field")
         if collapse:
             seen: set[Any] = set()
@@ -122,11 +152,11 @@ class FakeElasticsearch:
                     kept.append(r)
             rows = kept
         size = int(body.get("size", 10))
-        page = recorded("search_page.json")
+        page = self.recorded("search_page.json")
         page["pit_id"] = pit
         page["hits"]["total"] = {"value": len(rows), "relation": "eq"}
         page["hits"]["hits"] = [self._hit(t, i, d, collapse) for t, i, d in rows[:size]]
-        return 200, page, HEADERS
+        return 200, page, self.headers
 
     def _hit(self, t: datetime, i: int, doc: dict[str, Any], collapse: str | None) -> dict:
         hit = {
@@ -134,7 +164,7 @@ class FakeElasticsearch:
             "_id": f"doc-{i:06d}",
             "_score": None,
             "_source": copy.deepcopy(doc),
-            "sort": [t.isoformat(timespec="microseconds").replace("+00:00", "Z"), i],
+            "sort": [t.isoformat(timespec="microseconds").replace("+00:00", "Z"), self.tiebreak(i)],
         }
         if collapse:
             hit["fields"] = {collapse: [field(doc, collapse)]}

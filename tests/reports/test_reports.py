@@ -169,6 +169,7 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
         f"clusters:\n  atlas:\n    scheduler: {{kind: static, path: {jsonl}}}\n"
         f"sink:\n  url: {url}\nfleet:\n  report_start: '2026-11-02'\n"
         f"  reports_dir: {tmp_path}/reports\n"
+        "  report_base_url: https://reports.example.org/attribution/\n"
     )
     config = load_config(cfg)
     defs = build_definitions(config)
@@ -193,6 +194,27 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
     assert "GPU-hours lost to the fleet (infrastructure)" in meta["report"].value
     assert Path(meta["html"].value).is_file()
     assert Path(meta["html"].value).parent == tmp_path / "reports" / "fleet" / "2026-W46"
+    # the served HTML report: reports_dir's layout under the published base URL
+    assert meta["report_url"].value == (
+        "https://reports.example.org/attribution/fleet/2026-W46/report.html")
+    # the week's figures are numbers (the plots tab draws them over weeks)
+    t = report.build_report(url, "2026-W46").this
+    for c in report.CLASSES:
+        if c in t.gpu_hours_by_class and not t.gpu_hours_unknown_by_class.get(c):
+            assert meta[f"GPU-hours lost: {c}"].value == pytest.approx(t.gpu_hours_by_class[c])
+    assert isinstance(meta["GPU-hours lost: infrastructure"].value, float)
+    assert meta["abstention rate"].value == pytest.approx(
+        (t.by_status.get("ambiguous", 0) + t.by_status.get("unattributed", 0)) / t.failed,
+        abs=1e-4)
+    # the failed jobs and their verdicts, and the offenders with what to do, as tables
+    jobs = meta["failed jobs and verdicts"].value
+    assert [c.name for c in jobs.schema.columns] == report.FAILED_JOB_HEADER
+    assert len(jobs.records) == min(t.failed, 100)
+    assert {r.data["class"] for r in jobs.records[:5]} == {report.INFRA}  # worst first
+    off = meta["repeat offenders (drain candidates)"].value
+    gpu = next(r.data for r in off.records if r.data["suspect"] == "gpu-0666/0000:ab:00")
+    assert gpu["jobs hurt"] == "5" and gpu["recommendation"].startswith("drain candidate")
+    assert "never drains" in meta["recommendations"].value
 
     schedule = defs.resolve_schedule_def("weekly_report_schedule")
     assert schedule.cron_schedule == "0 6 * * 1"
@@ -348,3 +370,19 @@ def test_chart_axes_legends_and_order():
     finally:
         for f in figs.values():
             plt.close(f)
+
+
+def test_report_base_url_is_a_web_url(tmp_path):
+    """A host path is not a link a browser elsewhere can open: refused, with the reason."""
+    from attribution_dagster.assets.report_metadata import report_url
+    from attribution_dagster.core.config import ConfigError, load_config
+
+    cfg = tmp_path / "attribution.yaml"
+    cfg.write_text("clusters: {}\nfleet:\n  report_base_url: /srv/reports\n")
+    with pytest.raises(ConfigError, match="http:// or https:// URL"):
+        load_config(cfg)
+    cfg.write_text("clusters: {}\nfleet:\n  report_base_url: http://h:8001/r/\n")
+    base = load_config(cfg).fleet.report_base_url
+    rep = _two_weeks()
+    assert report_url(base, rep) == "http://h:8001/r/atlas/2026-W46/report.html"
+    assert report_url(None, rep) is None

@@ -18,6 +18,7 @@ from attribution_dagster.core.formats.flight_recorder import (
     read_dumps,
     safe_loads,
 )
+from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.pipeline import analyze_case, collect_evidence, load_context, normalize
 from attribution_dagster.rules.engine import hangs
@@ -242,6 +243,40 @@ def test_each_form_leads_to_its_straggler(sample: str, node: str, gpu: int, rank
     assert kinds & {"collective_progress", "rank_missing", "rank_unreachable"}
 
 
+def test_bare_seqnum_timeouts_name_the_rank_that_printed_none() -> None:
+    """Only `Watchdog caught ... WorkNCCL(SeqNum=9120 ...)` lines: the rank of the default
+    group that printed no timeout is the one the others wait for."""
+    result = analyze_case(SAMPLES / "hang-watchdog-seqnum-only")
+    assert result.status == "unattributed"
+    assert [(x.node, x.gpu, x.rank, x.seq) for x in result.leads] == [("node-b", 5, 13, 9120)]
+    assert "printed no watchdog timeout" in result.leads[0].why
+
+
+def _timeouts(seqs: dict[int, int], pg: int | None = 0) -> list[Observation]:
+    out = []
+    for r, seq in seqs.items():
+        attrs = {"rank": r, "global_rank": r, "seq": seq}
+        if pg is not None:
+            attrs["pg"] = pg
+        out.append(Observation(
+            kind="collective_timeout", node=f"node-{'ab'[r // 2]}", time=None,
+            time_quality="unknown", source="files", attrs=attrs, excerpt=f"rank {r} timeout",
+            locator=FileLine(root="c", path=f"logs/r{r}", line=1), parser="t",
+        ))
+    return out
+
+
+def test_a_bare_timeout_behind_the_others_is_the_straggler_and_no_group_means_no_lead() -> None:
+    ctx = ExecutionContext(
+        job_id="1", scheduler="static", state="FAILED", nodes=["node-a", "node-b"],
+        start="2026-11-01T00:00:00Z", end="2026-11-01T01:00:00Z",
+    )
+    hang = hangs.analyze(ctx, _timeouts({0: 50, 1: 50, 2: 49, 3: 50}))
+    assert [(x.node, x.rank, x.seq) for x in hang.leads] == [("node-b", 2, 50)]
+    # lines that name no process group may belong to different groups: nothing is compared
+    assert hangs.analyze(ctx, _timeouts({0: 50, 1: 50, 2: 49, 3: 50}, pg=None)).leads == []
+
+
 def test_the_straggler_breaks_the_tie_for_the_cause_on_its_node() -> None:
     result = analyze_case(SAMPLES / "hang-straggler-xid79")
     assert (result.status, result.category, result.suspect_nodes) == (
@@ -297,3 +332,43 @@ def test_torchrun_local_rank_prefix_gives_the_gpu() -> None:
     obs = [_progress(f"n{r // 2 + 1}", r, 412 if r != 5 else 411, 411) for r in range(8)]
     obs[5] = obs[5].model_copy(update={"excerpt": "[default3]:" + obs[5].excerpt})
     assert [(x.node, x.gpu, x.rank) for x in hangs.analyze(CTX, obs).leads] == [("n3", 3, 5)]
+
+
+def test_a_clusters_dump_directory_template_finds_the_jobs_dumps(tmp_path: Path) -> None:
+    """`dumps: <dir>/{cluster}/{job_id}` in a cluster's configuration: a job whose logs come
+    from the cluster's sources reads its dumps from there, shown by their full path, and a job
+    with no dump directory (no timeout) gets no coverage error."""
+    from attribution_dagster.connectors.clusters import EvidenceSources
+    from attribution_dagster.core.config import ClusterConfig
+    from attribution_dagster.pipeline import analyze_context
+
+    src = SAMPLES / "hang-flight-recorder"
+    ctx = load_context(src)
+    template = str(tmp_path / "fr" / "{cluster}" / "{job_id}")
+    where = Path(template.format(cluster=ctx.cluster, job_id=ctx.job_id))
+    where.mkdir(parents=True)
+    for p in (src / "dumps").iterdir():
+        (where / p.name).write_bytes(p.read_bytes())
+    case = tmp_path / "case"
+    (case / "logs").mkdir(parents=True)
+    for node_dir in (src / "logs").iterdir():
+        (case / "logs" / node_dir.name).mkdir()
+        (case / "logs" / node_dir.name / "app.log").write_bytes((node_dir / "app.log").read_bytes())
+    sources = EvidenceSources(dumps=ClusterConfig(dumps=template).dumps)
+    result = analyze_context(ctx, case=case, sources=sources)
+    assert [(x.node, x.rank) for x in result.leads] == [("node-d", 6)]
+    assert result.leads[0].evidence[0] == f"{where}/nccl_trace_rank_6:pg 0 seq 57"
+    cov = next(c for c in result.coverage if c.source == "files:dumps")
+    assert (cov.status, cov.files) == ("ok", 8)
+    other = analyze_context(ctx.model_copy(update={"job_id": "no-such-job"}), case=case,
+                            sources=sources)
+    assert not any(c.source == "files:dumps" for c in other.coverage)
+
+
+def test_a_dumps_template_with_an_unknown_field_is_a_clear_config_error() -> None:
+    from pydantic import ValidationError
+
+    from attribution_dagster.core.config import ClusterConfig
+
+    with pytest.raises(ValidationError, match=r"only \{cluster\} and \{job_id\}"):
+        ClusterConfig(dumps="/x/{user}/{job_id}")

@@ -1,2 +1,3 @@
-"""Elasticsearch log source (`kind: elasticsearch`): client.py (the block and the source),
-query.py (the Query DSL it sends)."""
+"""Query DSL log sources. source.py: the mechanism and the keys every such block shares
+(shared with `kind: opensearch`, connectors/opensearch/); query.py: the Query DSL it sends;
+client.py: `kind: elasticsearch`, the official `elasticsearch` client."""

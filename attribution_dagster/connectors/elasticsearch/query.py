@@ -1,5 +1,6 @@
-"""The Query DSL the source sends: the job's nodes and window as filters, the anchors pushed
-down as a query, and the sorts that page through a point in time (plain dicts, no I/O)."""
+"""The Query DSL the source sends, to Elasticsearch and OpenSearch alike: the job's nodes
+and window as filters, the anchors pushed down as a query, and the sorts that page through
+a point in time (plain dicts, no I/O)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 
-class ElasticsearchConfig(Protocol):
-    """The fields of the `kind: elasticsearch` block (client.py) that the queries use."""
+class QueryConfig(Protocol):
+    """The fields of a Query DSL block (source.SearchConfig) that the queries use."""
 
     time_field: str
     node_field: str
@@ -17,9 +18,10 @@ class ElasticsearchConfig(Protocol):
     filters: dict[str, str]
     anchor_query: Literal["match_phrase", "wildcard", "none"]
     wildcard_field: str | None
+    tiebreaker: str
 
 
-def node_clause(config: ElasticsearchConfig, names: Sequence[str]) -> dict[str, Any]:
+def node_clause(config: QueryConfig, names: Sequence[str]) -> dict[str, Any]:
     """Documents of these nodes: the exact names, or a name followed by its domain
     (`gpu-a.cluster.local` for `gpu-a`)."""
     should: list[dict[str, Any]] = [{"terms": {config.node_field: list(names)}}]
@@ -27,7 +29,7 @@ def node_clause(config: ElasticsearchConfig, names: Sequence[str]) -> dict[str, 
     return {"bool": {"should": should, "minimum_should_match": 1}}
 
 
-def window_clause(config: ElasticsearchConfig, start: datetime, end: datetime) -> dict[str, Any]:
+def window_clause(config: QueryConfig, start: datetime, end: datetime) -> dict[str, Any]:
     """[start, end], both ends inclusive (the Window's bounds), as ISO 8601."""
     return {
         "range": {
@@ -45,7 +47,7 @@ def escape_wildcard(literal: str) -> str:
     return "".join("\\" + c if c in "*?\\" else c for c in literal)
 
 
-def anchors_clause(config: ElasticsearchConfig, literals: Sequence[str]) -> dict[str, Any] | None:
+def anchors_clause(config: QueryConfig, literals: Sequence[str]) -> dict[str, Any] | None:
     """Lines holding any of the literals, as the configured pushdown; None: no pushdown."""
     if not literals or config.anchor_query == "none":
         return None
@@ -58,7 +60,7 @@ def anchors_clause(config: ElasticsearchConfig, literals: Sequence[str]) -> dict
 
 
 def search_query(
-    config: ElasticsearchConfig,
+    config: QueryConfig,
     names: Sequence[str],
     start: datetime,
     end: datetime,
@@ -75,12 +77,13 @@ def search_query(
     return query
 
 
-def sort(config: ElasticsearchConfig, order: str) -> list[dict[str, Any]]:
-    """Time, then `_shard_doc` (the point in time's tiebreaker): a total order, so
-    `search_after` pages never skip or repeat a document."""
+def sort(config: QueryConfig, order: str) -> list[dict[str, Any]]:
+    """Time, then the tiebreaker (`_shard_doc` inside a point in time, `_id` where the
+    server has no `_shard_doc`: OpenSearch before 3.3): a total order, so `search_after`
+    pages never skip or repeat a document."""
     return [
         {config.time_field: {"order": order, "format": "strict_date_optional_time_nanos"}},
-        {"_shard_doc": order},
+        {config.tiebreaker: order},
     ]
 
 

@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from attribution_dagster.core.construct import constructor
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
     Anchor,
@@ -34,6 +35,10 @@ PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 HEAD_BYTES = 64 * 1024  # how much of a file's head is read to find its first line's time
 
 _worker: FileScanner | None = None  # per worker process, built by _init_worker
+
+# built without validation: every value is the scanner's own, typed already
+_record = constructor(RawRecord)
+_file_line = constructor(FileLine)
 
 
 def _init_worker(spec: ScanSpec) -> None:
@@ -226,10 +231,10 @@ class Reader:
                 rep = res.repeats.get(lineno)
                 # built without validation: every value is the scanner's own, typed already
                 records.append(
-                    RawRecord.model_construct(
+                    _record(
                         source="files",
                         node=job.node,
-                        locator=FileLine.model_construct(root=root, path=job.display, line=lineno),
+                        locator=_file_line(root=root, path=job.display, line=lineno),
                         time=t,
                         time_quality=quality,
                         time_latest=res.latest.get(lineno),
@@ -238,9 +243,7 @@ class Reader:
                         count=rep[0] if rep else 1,
                         time_last=rep[2] if rep else None,
                         text_last=rep[3] if rep else None,
-                        locator_last=FileLine.model_construct(
-                            root=root, path=job.display, line=rep[1]
-                        )
+                        locator_last=_file_line(root=root, path=job.display, line=rep[1])
                         if rep
                         else None,
                     )

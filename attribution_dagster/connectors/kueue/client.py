@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
@@ -75,6 +76,7 @@ from attribution_dagster.connectors.kueue.objects import (
     start_time,
     topology_hosts,
     workload_end,
+    workload_gpus,
     workload_running,
 )
 from attribution_dagster.connectors.kueue.placements import (
@@ -489,6 +491,10 @@ class KueueClient:
             if node:
                 gpus[node] = gpus.get(node, 0) + pod_gpus(p)
         admission = (wl.get("status") or {}).get("admission") or {}
+        per_node = max(gpus.values()) if gpus else 0
+        if not per_node:  # the pods are gone: what the workload asked for, over its nodes
+            asked = workload_gpus(wl)
+            per_node = math.ceil(asked / len(nodes)) if asked else 0
         return ExecutionContext(
             job_id=f"{ns}/{name}",
             scheduler="kueue",
@@ -499,7 +505,7 @@ class KueueClient:
             end=end,
             nodes=nodes,
             node_addresses={n: a for n, a in addresses.items() if a},
-            gpus_per_node=max(gpus.values()) if gpus and max(gpus.values()) else None,
+            gpus_per_node=per_node or None,
             gpu_model=gpu_model(pods),
             job_name=owner_name.split("/", 1)[1] if owner_name else name,
             partition=admission.get("clusterQueue") or (wl.get("spec") or {}).get("queueName"),

@@ -204,6 +204,27 @@ def pod_gpus(pod: dict[str, Any]) -> int:
     return total
 
 
+def workload_gpus(wl: dict[str, Any]) -> int | None:
+    """GPUs the Workload asked for in all: the admitted `resourceUsage` of its pod sets
+    (`nvidia.com/gpu`, a total per pod set), else `count` x the pod template's request. For
+    a workload whose pods are gone (preempted, cleaned up); None when it names none."""
+    admission = (wl.get("status") or {}).get("admission") or {}
+    total = 0
+    for psa in admission.get("podSetAssignments") or []:
+        try:
+            total += int(((psa.get("resourceUsage") or {}).get(GPU_RESOURCE)) or 0)
+        except (TypeError, ValueError):
+            pass
+    if not total:
+        for ps in (wl.get("spec") or {}).get("podSets") or []:
+            try:
+                count = int(ps.get("count") or 1)
+            except (TypeError, ValueError):
+                count = 1
+            total += count * pod_gpus(ps.get("template") or {})
+    return total or None
+
+
 def failed_job_reasons(jobs: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
     """(reason, message) of every Job whose `Failed` condition is True."""
     out = []

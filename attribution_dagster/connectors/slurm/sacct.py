@@ -139,6 +139,14 @@ class SacctClient:
             raise _RunFailed(classify_sacct_error(tool, res.stderr, res.returncode), res.stderr)
         return res.stdout
 
+    def show_topology(self) -> str:
+        """`scontrol show topology` as slurmctld prints it (the topology connector reads it
+        with core/formats/topology/slurm.py). SchedulerError when scontrol fails."""
+        try:
+            return self._run("scontrol", [self.config.scontrol, "show", "topology"])
+        except _RunFailed as exc:
+            raise exc.error from None
+
     def _sacct(self, fields: Sequence[str], args: list[str]) -> list[dict[str, str]]:
         """Run sacct with `fields` minus the ones this Slurm rejected; retry without a
         field sacct calls invalid (older versions lack StdOut/StdErr)."""

@@ -248,15 +248,20 @@ class DumpScan(BaseModel):
 
 
 def read_dumps(case: Path, nodes: list[str] | None = None) -> DumpScan:
-    """Every dump under `case/dumps/` (and `dumps/<node>/`). A refused or unreadable file is
-    an error line (path and reason); the others are still read."""
-    root = Path(case) / "dumps"
+    """Every dump under `case/dumps/` (and `dumps/<node>/`), shown relative to the case."""
+    return read_dump_dir(Path(case) / "dumps", Path(case), nodes)
+
+
+def read_dump_dir(root: Path, shown_from: Path | None, nodes: list[str] | None = None) -> DumpScan:
+    """Every dump under `root` (and `root/<node>/`). A file is shown relative to `shown_from`
+    (a case directory), or by its full path for a cluster's dump directory. A refused or
+    unreadable file is an error line (path and reason); the others are still read."""
     scan = DumpScan()
     if not root.is_dir():
         return scan
     files = sorted(p for p in root.rglob("*") if p.is_file())
     for p in files:
-        rel = p.relative_to(case).as_posix()
+        rel = p.relative_to(shown_from).as_posix() if shown_from is not None else str(p)
         parts = p.relative_to(root).parts
         node = parts[0] if len(parts) > 1 else None
         if node is not None and nodes is not None and node not in nodes:

@@ -63,6 +63,7 @@ _CONTROL = bytes(b for b in range(32) if b not in (9, 27)) + b"\x7f"
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
 # the part of a line that changes between repeats of one message: a dmesg uptime stamp
 _UPTIME = re.compile(r"\[\s{0,12}\d{1,12}\.\d{1,9}\]")
+_UPTIME_B = re.compile(_UPTIME.pattern.encode())
 FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: kept as lines)
 # a line is kept as itself its first FOLD_AFTER times in a file, then its repeats are folded
 # into the last one kept: ordinary repetition stays line for line (exports reproduce it),
@@ -281,7 +282,7 @@ class FileScanner:
         buf = self._buffer
         view = memoryview(buf)
         state = _State()
-        self._folds: dict[str, list[int]] = {}  # stamp-less text -> [last kept line, times kept]
+        self._folds: dict[bytes, list[int]] = {}  # stamp-less line -> [last kept line, times kept]
         n = 0  # valid bytes in buf
         last_byte = 10
         try:
@@ -361,22 +362,27 @@ class FileScanner:
                 if not later or (nxt_t is not None and nxt_t < spec.window_start):
                     res.out_of_window += 1
                     continue
-            text = self._clean(buf[s:e], res)
-            if text is None:
-                continue
-            need = max((n for lit, n in self._ctx if lit in buf[s:e]), default=0)
-            if spec.fold_repeats and not need:
-                body = text[m.end() - s :] if (m is not None and quality == "exact") else text
-                key = _UPTIME.sub("", body[:160], count=1) + body[160:]
+            key = seen = None
+            if spec.fold_repeats:
+                # the fold key is the raw line but for its stamp and dmesg uptime, taken
+                # before any decoding: a storm's repeats cost a lookup, not a parse
+                b0 = m.end() if (m is not None and quality == "exact") else s
+                key = _UPTIME_B.sub(b"", buf[b0 : min(e, b0 + 160)], count=1) + buf[b0 + 160 : e]
                 seen = self._folds.get(key)
                 if seen is not None and seen[1] >= FOLD_AFTER:
                     rep = res.repeats.get(seen[0])
+                    text = buf[s:e].decode("utf-8", "replace")
                     if rep is None:
                         res.repeats[seen[0]] = [2, lineno, t, text]
                     else:
                         rep[0] += 1
                         rep[1], rep[2], rep[3] = lineno, t, text
                     continue
+            text = self._clean(buf[s:e], res)
+            if text is None:
+                continue
+            need = max((n for lit, n in self._ctx if lit in buf[s:e]), default=0)
+            if key is not None and not need:
                 if seen is not None:
                     seen[0], seen[1] = lineno, seen[1] + 1
                 elif len(self._folds) < FOLD_KEYS_MAX:

@@ -119,6 +119,9 @@ class TimestampParser:
         self.reference = reference.astimezone(timezone.utc)
         self.zone = load_zone(log_timezone)
         self._offsets: dict[bytes, tzinfo] = {}
+        # the last stamp parsed: storms and chatty logs repeat one second-resolution stamp
+        # (`Nov  2 10:03:11`) thousands of times, and parsing is the scan's dearest step
+        self._last: tuple[bytes | None, datetime | None] = (None, None)
 
     def parse_line(self, line: bytes) -> datetime | None:
         """UTC time of the line's leading timestamp, or None when it carries none."""
@@ -127,6 +130,14 @@ class TimestampParser:
 
     def from_match(self, m: re.Match[bytes]) -> datetime | None:
         """Turn a LINE_TIME / TIMED_LINE_START match into an aware UTC datetime."""
+        key = m.group(0)
+        if key == self._last[0]:
+            return self._last[1]
+        t = self._parse(m)
+        self._last = (key, t)
+        return t
+
+    def _parse(self, m: re.Match[bytes]) -> datetime | None:
         try:
             g = m.group
             if g("jy") is not None or g("jus") is not None or g("jep") is not None:

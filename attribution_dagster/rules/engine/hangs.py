@@ -129,6 +129,7 @@ class RankMap:
     node: dict[int, str] = field(default_factory=dict)
     gpu: dict[int, int] = field(default_factory=dict)
     how: dict[int, str] = field(default_factory=dict)
+    world: int = 0  # the world size the NCCL init lines state (nRanks), 0 when none does
 
     def where(self, rank: int | None) -> tuple[str | None, int | None]:
         if rank is None:
@@ -146,6 +147,7 @@ def rank_map(ctx: ExecutionContext, observations: list[Observation]) -> RankMap:
     for o in observations:
         if o.kind == "node_address" and isinstance(o.attrs.get("rank"), int):
             world = max(world, int(o.attrs.get("nranks") or 0))  # type: ignore[arg-type]
+            m.world = world
             gpu = o.gpu
             if gpu is None:
                 g = _INIT_GPU.search(o.excerpt)
@@ -238,6 +240,9 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+Leads = dict[str, list[tuple[Lead, list[Observation]]]]  # per tool: (lead, its evidence)
+
+
 def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
     """Stragglers per process group and source; leads where the sources agree."""
     hang = Hang()
@@ -247,15 +252,26 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             hang.notes.append(
                 f"flight recorder: {o.excerpt}: no culprit named (the ranks' calls conflict)"
             )
-    by_tool: dict[str, list[tuple[Lead, list[Observation]]]] = defaultdict(list)
+    by_tool: Leads = defaultdict(list)
     rmap = rank_map(ctx, observations)
-    too_many: list[str] = []
+    too_many = _progress_leads(ctx, obs, rmap, by_tool)
+    _named_leads(obs, by_tool)
+    return _decide(hang, by_tool, too_many)
 
-    # progress: per tool and process group, who is behind
+
+def _progress_leads(
+    ctx: ExecutionContext, obs: list[Observation], rmap: RankMap, by_tool: Leads
+) -> list[str]:
+    """Per tool and process group, the ranks behind the others (watchdog progress and bare
+    timeouts, dumps' pg_status); returns the groups where too many lag to name one."""
+    too_many: list[str] = []
     groups: dict[tuple[str, str], dict[int, list[Observation]]] = defaultdict(
         lambda: defaultdict(list)
     )
     for o in obs:
+        if o.kind == "collective_timeout":
+            _timeout_progress(o, groups)
+            continue
         if o.kind != "collective_progress":
             continue
         enq = _int(o.attrs.get("last_enqueued"))
@@ -266,13 +282,12 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             continue
         pg = str(o.attrs.get("pg") if o.attrs.get("pg") is not None else "0")
         groups[(str(o.attrs.get("tool") or "watchdog"), pg)][rank].append(o)
+    silent = _silent_ranks(groups.get((TIMEOUT_TOOL, "0"), {}), rmap, ctx)
     for (tool, pg), ranks in sorted(groups.items()):
         if len(ranks) < 2:
             continue
-        enq = {r: max(_int(x.attrs.get("last_enqueued")) or 0 for x in xs)
-               for r, xs in ranks.items()}
-        com = {r: max((_int(x.attrs.get("last_completed")) or 0) for x in xs)
-               for r, xs in ranks.items()}
+        enq = {r: max(_enqueued(x) for x in xs) for r, xs in ranks.items()}
+        com = {r: max(_completed(x) for x in xs) for r, xs in ranks.items()}
         # the collective most ranks wait in (a rank may already have enqueued the next one)
         counts = Counter(enq.values())
         top = max(v for v, n in counts.items() if n == max(counts.values()))
@@ -301,8 +316,8 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
             continue
         ahead = next(r for r in ranks if r not in lag)
         for r in behind:
-            mine = max(ranks[r], key=lambda x: _int(x.attrs.get("last_enqueued")) or 0)
-            other = max(ranks[ahead], key=lambda x: _int(x.attrs.get("last_enqueued")) or 0)
+            mine = max(ranks[r], key=_enqueued)
+            other = max(ranks[ahead], key=_enqueued)
             gpu = mine.gpu
             if gpu is None and (local := _LOCAL_RANK.search(mine.excerpt)):
                 gpu = int(local.group(1))  # torchrun's `[default3]:`: local rank = local GPU
@@ -315,7 +330,14 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
                         evidence=[mine.locator.render(), other.locator.render()])
             by_tool[tool].append((lead, [mine, other]))
 
-    # tools that name the missing rank outright
+    for lead, its in silent:
+        by_tool[TIMEOUT_TOOL].append((lead, its))
+
+    return too_many
+
+
+def _named_leads(obs: list[Observation], by_tool: Leads) -> None:
+    """Tools that name the missing rank outright: torchfrtrace, dumps, NCCL RAS."""
     for o in obs:
         if o.kind == "rank_missing":
             tool = str(o.attrs.get("tool") or "torchfrtrace")
@@ -338,6 +360,10 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
                         evidence=[o.locator.render()])
             by_tool["ncclras"].append((lead, [o]))
 
+
+
+def _decide(hang: Hang, by_tool: Leads, too_many: list[str]) -> Hang:
+    """Leads where the tools agree on few nodes; otherwise say why none is named."""
     if too_many and not by_tool:
         hang.verdict = "too_many"
         hang.notes.extend(too_many)
@@ -387,6 +413,63 @@ def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
     hang.leads = list(seen.values())
     hang.verdict = "leads"
     return hang
+
+
+TIMEOUT_TOOL = "watchdog timeouts"
+MAX_SILENT_RANKS = 2  # more ranks silent than this: a partial log, not a straggler
+
+
+def _enqueued(o: Observation) -> int:
+    v = _int(o.attrs.get("last_enqueued"))
+    return v if v is not None else (_int(o.attrs.get("seq")) or 0)
+
+
+def _completed(o: Observation) -> int:
+    v = _int(o.attrs.get("last_completed"))
+    return v if v is not None else max((_int(o.attrs.get("seq")) or 1) - 1, 0)
+
+
+def _timeout_progress(
+    o: Observation, groups: dict[tuple[str, str], dict[int, list[Observation]]]
+) -> None:
+    """A bare watchdog timeout (`WorkNCCL(SeqNum=412, ...)`) says the rank enqueued 412 and
+    has not completed it. Only a line that names its process group counts: bare `[Rank N]`
+    lines of different groups carry unrelated sequence numbers."""
+    seq, pg = _int(o.attrs.get("seq")), _int(o.attrs.get("pg"))
+    rank = _int(o.attrs.get("global_rank"))
+    if rank is None and pg == 0:
+        rank = _int(o.attrs.get("rank"))  # in the default group, the group rank is global
+    if seq is None or pg is None or rank is None:
+        return
+    groups[(TIMEOUT_TOOL, str(pg))][rank].append(o)
+
+
+def _silent_ranks(
+    ranks: dict[int, list[Observation]], rmap: RankMap, ctx: ExecutionContext
+) -> list[tuple[Lead, list[Observation]]]:
+    """The default group's ranks that printed no timeout while every other rank timed out at
+    the same collective: a rank with no pending collective has nothing to time out on, so
+    it is the one the others wait for. Needs the world size from the NCCL init lines."""
+    world = rmap.world
+    if not ranks or not world or len(ranks) >= world:
+        return []
+    seqs = {_enqueued(x) for xs in ranks.values() for x in xs}
+    missing = [r for r in range(world) if r not in ranks]
+    if len(seqs) != 1 or len(missing) > MAX_SILENT_RANKS or len(ranks) < 2:
+        return []
+    seq = seqs.pop()
+    sample = ranks[min(ranks)][0]
+    out = []
+    for r in missing:
+        node, gpu = rmap.where(r)
+        if node is None or node not in ctx.nodes:
+            continue
+        why = (f"rank {r} ({TIMEOUT_TOOL}): printed no watchdog timeout while the other "
+               f"{len(ranks)} rank(s) of process group 0 timed out in collective {seq}: "
+               "it never enqueued the collective they wait in")
+        out.append((Lead(node=node, gpu=gpu, rank=r, process_group="0", seq=seq, why=why,
+                         evidence=[sample.locator.render()]), [sample]))
+    return out
 
 
 def _s(v: Any) -> str | None:

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from attribution_dagster.core.context import JobState
+from attribution_dagster.core.formats import yamltext
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.vocabulary import vocabulary
 
@@ -483,7 +484,7 @@ def load_rulebook(path: Path) -> tuple[Rulebook, bytes]:
     except OSError as exc:
         raise RulebookError(f"{path}: cannot read rules file: {exc}") from exc
     try:
-        data = yaml.safe_load(blob)
+        data = yamltext.safe_load(blob)
     except yaml.YAMLError as exc:
         raise RulebookError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):

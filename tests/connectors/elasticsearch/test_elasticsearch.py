@@ -10,52 +10,22 @@ over the shared recorded lines is in tests/connectors/test_conformance.py.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from fake_elasticsearch import HEADERS, FakeElasticsearch, recorded
+from search_job import CUDA, T0, TIMEOUT, UTC, ctx, doc, window
 
 from attribution_dagster.connectors import parse_config
-from attribution_dagster.connectors.base import LogSource, SourceError, SourceLimits
+from attribution_dagster.connectors.base import LogSource, SourceError
 from attribution_dagster.connectors.elasticsearch.client import (
     ElasticsearchConfig,
     ElasticsearchSource,
-    doc_time,
 )
 from attribution_dagster.connectors.elasticsearch.query import escape_wildcard, field_value
-from attribution_dagster.core.context import ExecutionContext, JobState
-from attribution_dagster.core.evidence import Anchor
+from attribution_dagster.connectors.elasticsearch.source import doc_time
 from attribution_dagster.core.locators import SearchHit
-from attribution_dagster.core.settings import Window
-
-UTC = timezone.utc
-T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
-CUDA = Anchor(literal="CUDA error:")
-TIMEOUT = Anchor(literal="Watchdog caught collective operation timeout")
-CHILD = Anchor(literal="ChildFailedError", context_after=2)
-PROGRESS = Anchor(literal="elapsed time per iteration", last_only=True)
-
-
-def ctx(nodes: tuple[str, ...] = ("gpu-a", "gpu-b")) -> ExecutionContext:
-    return ExecutionContext(
-        job_id="es-1", scheduler="slurm", cluster="c", state=JobState.FAILED,
-        start=T0, end=T0 + timedelta(minutes=30), nodes=list(nodes),
-    )  # fmt: skip
-
-
-def window() -> Window:
-    return Window(start=T0 - timedelta(minutes=1), end=T0 + timedelta(minutes=31))
-
-
-def iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def doc(node: str, minute: float, text: str, path: str = "/var/log/app.log") -> dict[str, Any]:
-    t = T0 + timedelta(minutes=minute)
-    return {"@timestamp": iso(t), "host": {"name": node}, "log": {"file": {"path": path}},
-            "message": text}  # fmt: skip
 
 
 def source(fake_http: Any, **over: Any) -> ElasticsearchSource:
@@ -84,23 +54,6 @@ def test_the_recorded_search_page_is_read_as_served(fake_http: Any) -> None:
     assert search["pit"]["id"] == recorded("open_pit.json")["id"]
     assert any(r.method == "DELETE" and r.path == "/_pit" for r in fake_http.requests)
     assert "index" not in search  # a search inside a point in time names no index
-
-
-def test_pages_follow_search_after_inside_one_point_in_time(fake_http: Any) -> None:
-    """Twelve hits at page_size 5: three pages, each after the last sort values of the one
-    before, none lost or repeated, equal timestamps ordered by `_shard_doc`."""
-    es = FakeElasticsearch()
-    for k in range(12):
-        es.add(doc("gpu-a", 1 + k // 2, f"[rank0]: RuntimeError: CUDA error: number {k}"))
-    es.add(doc("gpu-a", 2, "an ordinary line"))
-    es.install(fake_http)
-    batch = source(fake_http, page_size=5, liveness=False).fetch_logs(ctx(), [CUDA], window())
-    assert [r.text.rsplit(" ", 1)[-1] for r in batch.records] == [str(k) for k in range(12)]
-    pages = [s for s in es.searches if "must" in s["query"]["bool"]]
-    assert len(pages) == 3 and "search_after" not in pages[0]
-    assert pages[1]["search_after"] == [iso(T0 + timedelta(minutes=3)).replace("Z", "000Z"), 4]
-    assert es.closed == ["pit-1"] and not es.pits
-    assert batch.coverage.records == 12 and batch.coverage.queries == 3
 
 
 def test_anchors_are_pushed_down_and_checked_here(fake_http: Any) -> None:
@@ -138,71 +91,6 @@ def test_nodes_window_and_filters_are_filters(fake_http: Any) -> None:
     flt = es.searches[0]["query"]["bool"]["filter"]
     assert flt[0]["bool"]["should"][0] == {"terms": {"host.name": ["gpu-a", "gpu-b"]}}
     assert flt[1]["range"]["@timestamp"]["gte"].startswith("2026-11-02T09:59:00")
-
-
-def test_tails_and_last_progress_per_stream(fake_http: Any) -> None:
-    """Per node, the newest document of each file (collapse on log.file.path) is a tail;
-    the newest line holding a progress anchor is its progress, and a lookalike the
-    match_phrase returned (`elapsed time per iteration?` is not) is skipped."""
-    es = FakeElasticsearch()
-    for m in range(0, 10):
-        es.add(doc("gpu-a", m, f"iteration {m} | elapsed time per iteration (ms): 9"))
-    es.add(doc("gpu-a", 11, "Elapsed-time per iteration unknown"))
-    es.add(doc("gpu-a", 12, "kernel: something", path="/var/log/kern.log"))
-    es.add(doc("gpu-b", 4, "iteration 4 | elapsed time per iteration (ms): 9"))
-    es.install(fake_http)
-    batch = source(fake_http).fetch_logs(ctx(), [CUDA, PROGRESS], window(),
-                                         SourceLimits(max_line_bytes=512))  # fmt: skip
-    tails = sorted((r.node, r.stream, r.time) for r in batch.tails)
-    assert tails == [
-        ("gpu-a", "app.log", T0 + timedelta(minutes=11)),
-        ("gpu-a", "kern.log", T0 + timedelta(minutes=12)),
-        ("gpu-b", "app.log", T0 + timedelta(minutes=4)),
-    ]
-    assert all(r.last_of_file for r in batch.tails)
-    assert sorted((r.node, r.time) for r in batch.progress) == [
-        ("gpu-a", T0 + timedelta(minutes=9)), ("gpu-b", T0 + timedelta(minutes=4)),
-    ]  # fmt: skip
-    assert batch.coverage.status == "ok" and batch.coverage.nodes_read == ["gpu-a", "gpu-b"]
-
-
-def test_continuation_lines_follow_the_hit_in_its_stream(fake_http: Any) -> None:
-    """An anchor with context_after 2: the next two lines of the same node and file, read by
-    a search after the hit's sort values, are appended to the record."""
-    es = FakeElasticsearch()
-    es.add(doc("gpu-a", 1, "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"))
-    es.add(doc("gpu-a", 1.1, "other file", path="/var/log/kern.log"))
-    es.add(doc("gpu-a", 1.2, "train.py FAILED"))
-    es.add(doc("gpu-a", 1.3, "Failures: rank 3 exitcode -9"))
-    es.add(doc("gpu-a", 1.4, "not asked for"))
-    es.install(fake_http)
-    batch = source(fake_http, liveness=False).fetch_logs(ctx(), [CHILD], window())
-    assert batch.records[0].text.split("\n")[1:] == [
-        "train.py FAILED",
-        "Failures: rank 3 exitcode -9",
-    ]
-
-
-def test_a_failed_search_is_coverage_not_a_crash(fake_http: Any) -> None:
-    """A 429 (recorded es_rejected_execution_exception body) on one node's tail search:
-    the other reads stand, coverage is partial and retryable, the error names the cause."""
-    es = FakeElasticsearch()
-    es.add(doc("gpu-a", 1, "[rank0]: CUDA error: a"))
-    es.add(doc("gpu-b", 2, "[rank0]: CUDA error: b"))
-
-    def reject(body: dict[str, Any]) -> tuple[int, Any] | None:
-        flt = (body.get("query") or {}).get("bool", {}).get("filter", [{}])
-        names = flt[0].get("bool", {}).get("should", [{}])[0].get("terms", {}).get("host.name")
-        return (429, recorded("error_429.json")) if names == ["gpu-b"] else None
-
-    es.fail = reject
-    es.install(fake_http)
-    batch = source(fake_http).fetch_logs(ctx(), [CUDA], window())
-    assert len(batch.records) == 2
-    cov = batch.coverage
-    assert cov.status == "partial" and cov.retryable
-    assert any("tails of gpu-b" in e and "HTTP 429" in e and "es_rejected_execution" in e
-               for e in cov.errors)  # fmt: skip
 
 
 def test_nothing_readable_raises_source_error(fake_http: Any) -> None:

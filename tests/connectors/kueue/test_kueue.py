@@ -197,6 +197,8 @@ def test_preempted_workload_falls_back_to_recorded_placements(kube, tmp_path):
     assert ctx.node_addresses == {"gpu-node-061": ["10.20.4.61", "192.168.61.12"]}
     assert ctx.pods[0].restarts == 2
     assert ctx.end == utc("2026-12-01T09:30:58Z")  # the eviction
+    # the pods are gone: the GPU count is what the Workload's pod set asked for
+    assert ctx.gpus_per_node == 8
     assert ctx.start == utc("2026-12-01T08:02:10Z")  # the Job's startTime (not admitted now)
     # The config's `placements_url` builds the same reader.
     cfg = KueueConfig(api_url=kube.url, placements_url=f"sqlite:///{tmp_path}/results.db")
@@ -588,3 +590,22 @@ def test_sensor_wiring_as_documented_loads_in_definitions(monkeypatch, tmp_path)
     Definitions.validate_loadable(defs)
     assert [s.name for s in defs.sensors] == ["h100_east_pod_placement_sensor"]
     assert list(resources) == ["kueue_placements_h100_east"]
+
+
+def test_workload_gpus_from_admission_then_pod_sets():
+    """`nvidia.com/gpu` of a Workload whose pods are gone: the admitted resourceUsage (a pod
+    set's total), else count x the template's request, else None (unknown, never 0).
+    Shapes: tests/fixtures/k8s/jobset-failed-oom.json (Kueue Workload v1beta1)."""
+    import copy
+
+    from attribution_dagster.connectors.kueue.objects import workload_gpus
+
+    wl = next(i for i in load_items("jobset-failed-oom.json") if i["kind"] == "Workload")
+    assert workload_gpus(wl) == 32  # resourceUsage: 4 pods x 8
+    no_admission = copy.deepcopy(wl)
+    no_admission["status"].pop("admission")
+    no_admission["spec"]["podSets"][0]["count"] = 2
+    assert workload_gpus(no_admission) == 16  # 2 x the template's 8
+    for ps in no_admission["spec"]["podSets"]:
+        ps["template"]["spec"]["containers"][0]["resources"] = {}
+    assert workload_gpus(no_admission) is None

@@ -286,6 +286,26 @@ SACCT_2405 = (
 )
 
 
+def test_gpu_counts_from_alloctres_reach_the_weekly_report(tmp_path) -> None:
+    """AllocTRES `gres/gpu=` -> gpus_per_node -> attribution_jobs.gpu_hours -> the report:
+    a job whose TRES names no GPU (4830) is counted apart, never as 0 GPU-hours."""
+    from attribution_dagster.reports import weekly
+    from attribution_dagster.sinks.sql import SqlSink
+
+    client = sacct_client(FakeSlurm(SACCT_2405, version_has_std=True), node_addresses=False)
+    ctxs = client.finished_jobs(JobQuery(since=utc(2026, 11, 25), until=utc(2026, 11, 26)))
+    assert {c.job_id: c.gpus_per_node for c in ctxs} == {
+        "4812": 8, "4813": 8, "4820_3": 1, "4830": None}
+    url = f"sqlite:///{tmp_path}/r.db"
+    SqlSink(url).write_jobs(ctxs, window="2026-11-25")
+    t = weekly.build_report(url, "2026-W48").this  # no results yet: every job pending
+    assert t.failed == 4 and t.failed_without_gpu_count == 1
+    want = 4 * 8 * (43 * 60 + 12) / 3600 + 8 * 60 / 3600 + 1 * 600 / 3600
+    assert t.gpu_hours_lost_total == pytest.approx(want, abs=0.1)
+    assert t.gpu_hours_text(fmt=",.1f") == (
+        f"at least {want:,.1f} (+1 job without a GPU count)")
+
+
 def test_sacct_2405_field_set_with_stdout_patterns_and_gpus() -> None:
     """24.05+ prints StdOut/StdErr (the raw pattern); no scontrol job lookup is needed."""
     fake = FakeSlurm(SACCT_2405, version_has_std=True)

@@ -319,3 +319,19 @@ def test_analyze_the_failing_job_from_its_own_output(
     chain = {(c["node"], c["kind"]) for c in result["symptom_chain"]}
     assert {("node-b", "traceback"), ("node-b", "process_exit")} <= chain
     assert all(f"multi-{jobs.failing}.out:" in e["locator"] for e in result["evidence"])
+
+
+def test_scontrol_show_topology_through_the_topology_source() -> None:
+    """The real slurmctld (topology/tree, the topology.conf ci-slurm.sh writes beside
+    slurm.conf): `kind: slurm_scontrol` reads the same model as `kind: files` on that file,
+    and the last node sits alone on leaf-2 under spine-1."""
+    from attribution_dagster.connectors.topology.files import TopologyFilesConfig
+    from attribution_dagster.connectors.topology.live import ScontrolTopologyConfig
+
+    _need_slurm()
+    live = ScontrolTopologyConfig(slurm_conf=CONF).client(CLUSTER).snapshots().snapshots[0]
+    conf = Path(CONF).parent / "topology.conf"
+    files = TopologyFilesConfig(paths=[str(conf)]).client(CLUSTER).snapshots().snapshots[0]
+    assert live.errors == [] and files.errors == []
+    assert live.leaf_of == files.leaf_of and live.switches == files.switches
+    assert live.leaf("node-c") == "leaf-2" and live.ancestors("leaf-1") == ["spine-1"]
