@@ -7,7 +7,7 @@ CASES  ?= samples
 
 PORT ?= 3000
 
-.PHONY: setup run test bench bench-week quality ui screenshot lint docs clean
+.PHONY: setup run test bench bench-week quality ui screenshots screenshot lint docs clean
 
 setup: $(STAMP)
 
@@ -26,11 +26,13 @@ run: $(STAMP)
 ui: $(STAMP)
 	VENV_BIN=$(BIN) PORT=$(PORT) scripts/ui.sh
 
-## Screenshots of the asset graph and of one job partition, by headless Chromium, into docs/.
-screenshot: $(STAMP)
-	VENV_BIN=$(BIN) scripts/screenshot.sh docs/asset-graph.png
-	VENV_BIN=$(BIN) SCREENSHOT_PATH='/assets/attribution?view=partitions&partition=gb200-nvl72-east.4812' \
-	  scripts/screenshot.sh docs/attribution-partition.png
+## The README's screens into docs/screens/ (asset graph, a job's verdict, the verdict check,
+## the weekly report): a throwaway instance, dagster-webserver, headless Chromium through
+## Playwright (Debian's `chromium`: apt-get install -y chromium). scripts/screenshot.sh
+## takes any other page.
+screenshots: $(STAMP)
+	$(BIN)/python scripts/ui_screens.py docs/screens
+screenshot: screenshots
 
 ## The test suite (PostgreSQL / Prometheus tests use servers that .ci/run starts).
 test: $(STAMP)
@@ -60,10 +62,12 @@ bench-week: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check attribution_dagster tests bench
 
-## Regenerate the parser and rule catalogs in docs/.
+## Regenerate the parser and rule catalogs in docs/, and the README's examples from real
+## runs (scripts/readme_examples.py; tests/test_readme_examples.py checks them).
 docs: $(STAMP)
 	$(BIN)/attribution parsers --markdown > docs/parsers.md
 	$(BIN)/attribution rules --markdown > docs/rules.md
+	$(BIN)/python scripts/readme_examples.py
 
 clean:
 	rm -rf $(VENV) .attribution .dagster .pytest_cache .hypothesis build *.egg-info

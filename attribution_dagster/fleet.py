@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
-from sqlalchemy import and_, exists, func, select
+from sqlalchemy import and_, case, exists, func, select
 
 from attribution_dagster import pipeline
 from attribution_dagster.connectors.base import JobQuery
@@ -382,4 +382,50 @@ def attribute_window(
         error=out.reason or None,
         seconds=round(out.seconds, 3),
     )
+    return out
+
+
+@dataclass
+class WindowVerdicts:
+    """The window's verdicts under the current rules: counts, and the jobs to show first."""
+
+    by_status: dict[str, int] = field(default_factory=dict)
+    partial: int = 0  # jobs whose evidence was partial
+    shown: list[AttributionResult] = field(default_factory=list)
+
+    @property
+    def needs_a_look(self) -> int:
+        return self.by_status.get("ambiguous", 0) + self.by_status.get("unattributed", 0)
+
+
+_LOOK_ORDER = {"ambiguous": 0, "unattributed": 1, "attributed": 2, "not_failed": 3}
+
+
+def window_verdicts(sink: SqlSink, cluster: str, key: str, limit: int = 50) -> WindowVerdicts:
+    """Every result of the window's jobs (current rules version) counted, and up to `limit`
+    of them read: ambiguous, unattributed, attributed, not failed; within each, those read
+    from partial data first, then by job id."""
+    j, r = jobs_table, results_table
+    rules = pipeline.engine().rules_version
+    joined = and_(
+        j.c.cluster == cluster,
+        j.c.window_key == key,
+        r.c.cluster == j.c.cluster,
+        r.c.job_id == j.c.job_id,
+        r.c.rules_version == rules,
+    )
+    out = WindowVerdicts()
+    order = case(_LOOK_ORDER, value=r.c.status, else_=9)
+    with sink.engine.connect() as conn:
+        for status, partial, n in conn.execute(
+            select(r.c.status, r.c.partial, func.count()).where(joined)
+            .group_by(r.c.status, r.c.partial)
+        ):
+            out.by_status[status] = out.by_status.get(status, 0) + int(n)
+            out.partial += int(n) if partial else 0
+        rows = conn.execute(
+            select(r.c.result_json).where(joined)
+            .order_by(order, r.c.partial.desc(), r.c.job_id).limit(limit)
+        ).scalars().all()
+    out.shown = [AttributionResult.model_validate_json(x) for x in rows]
     return out

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Screenshots of the Dagster UI, by headless Chromium: docs/asset-graph.png by default.
+# One screenshot of any Dagster UI page, by headless Chromium (screenshot.png by default;
+# the README's screens are `make screenshots`, scripts/ui_screens.py).
 #
 #   scripts/screenshot.sh [OUT.png]
 #   SCREENSHOT_PATH="/assets/attribution?view=partitions&partition=<key>" scripts/screenshot.sh docs/x.png
@@ -20,7 +21,7 @@
 #   SCREENSHOT_TIMEOUT=seconds   how long to wait for the page (default 90)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-docs/asset-graph.png}
+OUT=${1:-screenshot.png}
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 VENV_BIN=${VENV_BIN:-.venv/bin}
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}

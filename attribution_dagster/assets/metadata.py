@@ -13,6 +13,7 @@ from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult, ChainLink
 from attribution_dagster.core.topology import Topology
+from attribution_dagster.reports.render import look_first_at, suspects_text
 from attribution_dagster.reports.tables import markdown_cell, markdown_table
 
 MAX_ROWS = 50
@@ -175,7 +176,32 @@ def key_links_table(result: AttributionResult) -> Any:
     return MetadataValue.table(records=records, schema=_KEY_SCHEMA)
 
 
+def verdict_metadata(result: AttributionResult) -> dict[str, Any]:
+    """The verdict at a glance, first on the page: what, where to look, how sure, whose job.
+
+    `look first at` is the CLI's best line (reports/render.py); `job` is the full
+    `cluster/job_id`, which a long or cleaned partition key only abbreviates."""
+    md: dict[str, Any] = {
+        "status": result.status,
+        "category": result.category
+        or (" or ".join(dict.fromkeys(c.category for c in result.candidates)) or "—"),
+        # the CLI's line; for an ambiguous result, the nodes its candidates name
+        "look first at": look_first_at(result)
+        or (", ".join(result.suspect_nodes) if result.status == "ambiguous" else "")
+        or "—",
+        "suspects": suspects_text(result),
+    }
+    if result.confidence is not None:
+        md["confidence"] = MetadataValue.float(round(float(result.confidence), 4))
+    md["job"] = f"{result.cluster}/{result.job_id}" if result.cluster else result.job_id
+    if result.remediation:
+        md["remediation"] = result.remediation
+    return md
+
+
 def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
+    """The verdict first (status, category, look first at, suspects, confidence), then the
+    summary and chain, then counts: the UI lists entries in this order."""
     chain = result.symptom_chain
     rows = [
         [
@@ -191,10 +217,10 @@ def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
     ]
     partial = partial_sources(result.coverage)
     md: dict[str, Any] = {
-        "status": result.status,
-        "category": result.category or "—",
-        "suspect nodes": ", ".join(result.suspect_nodes) or "none",
+        **verdict_metadata(result),
+        "partial data": MetadataValue.bool(bool(partial)),
         "summary": result.summary or "",
+        "suspect nodes": ", ".join(result.suspect_nodes) or "none",
         "root cause, then first symptoms": key_links_table(result),
         "symptom chain": MetadataValue.md(
             md_table(
@@ -208,14 +234,9 @@ def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
         "evidence items": MetadataValue.int(len(result.evidence)),
         "root causes": MetadataValue.int(sum(1 for x in chain if x.role == "root_cause")),
         "symptoms": MetadataValue.int(sum(1 for x in chain if x.role == "symptom")),
-        "partial data": MetadataValue.bool(bool(partial)),
         "failed or partial sources": ", ".join(partial) or "none",
         "rules_version": result.rules_version,
     }
-    if result.fault_domain is not None:  # the CLI's "look first at" line (issue 23)
-        md["look first at"] = result.fault_domain.describe()
-    if result.confidence is not None:
-        md["confidence"] = MetadataValue.float(float(result.confidence))
     if result.candidates:
         md["candidates"] = MetadataValue.md(
             md_table(
@@ -223,9 +244,37 @@ def attribution_metadata(result: AttributionResult) -> dict[str, Any]:
                 [[c.category, ", ".join(c.nodes), f"{c.score:.2f}"] for c in result.candidates],
             )
         )
-    if result.remediation:
-        md["remediation"] = result.remediation
     if result.notes:
         notes = (f"- {markdown_cell(n, 300)}" for n in result.notes)
         md["notes"] = MetadataValue.md("\n".join(notes))
     return md
+
+
+_JOBS_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("job", "string"),
+        TableColumn("status", "string"),
+        TableColumn("category", "string"),
+        TableColumn("look first at", "string"),
+        TableColumn("confidence", "float"),
+        TableColumn("partial data", "bool"),
+    ]
+)
+
+
+def jobs_table(results: list[AttributionResult]) -> Any:
+    """A window's jobs as a typed table, in the order given (those needing a look first)."""
+    records = [
+        TableRecord(
+            {
+                "job": r.job_id,
+                "status": r.status,
+                "category": verdict_metadata(r)["category"],
+                "look first at": markdown_cell(look_first_at(r) or "—", 120),
+                "confidence": float(r.confidence) if r.confidence is not None else None,
+                "partial data": bool(partial_sources(r.coverage)),
+            }
+        )
+        for r in results
+    ]
+    return MetadataValue.table(records=records, schema=_JOBS_SCHEMA)

@@ -33,14 +33,18 @@ from attribution_dagster.assets import metadata as md
 from attribution_dagster.assets.checks import (
     CONTRACT_CHECK,
     COVERAGE_CHECK,
+    VERDICT_CHECK,
     contract_problems,
     coverage_gaps,
+    needs_a_look,
+    partitioned_check,
+    verdict_evaluations,
 )
 from attribution_dagster.assets.job_batch import for_each_job, materialize_result
 from attribution_dagster.assets.topology import stored_topology
 from attribution_dagster.connectors.base import JobNotFound, SourceError
 from attribution_dagster.connectors.topology.source import ClusterTopology
-from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.context import KEY_HASH_MARK, ExecutionContext
 from attribution_dagster.core.evidence import RawEvidence, SourceCoverage
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
@@ -218,6 +222,12 @@ def observations(context: AssetExecutionContext, store: AssetStoreResource) -> M
             asset="attribution",
             description="every node of the job produced some evidence, or the gap is stated",
         ),
+        partitioned_check(
+            VERDICT_CHECK,
+            "attribution",
+            JOBS_PARTITIONS,
+            "WARN when the job needs a look: ambiguous, unattributed, or read from partial data",
+        ),
     ],
 )
 def attribution(
@@ -252,11 +262,13 @@ def attribution(
         if printer is not None:
             printer.write(results.values())
     checks = _check_results(results, {k: _context_of(contexts, k) for k in results})
+    verdicts = {k: (needs_a_look(r), _verdict_meta(r)) for k, r in results.items()}
     if batch.batched and batch.failures:
         # Report what succeeded, then fail the run naming the jobs that did not.
         for key, meta in batch.metadata.items():
             yield AssetMaterialization(asset_key=context.asset_key, partition=key, metadata=meta)
         yield from checks
+        yield from verdict_evaluations(context, verdicts)
         failed = sorted(batch.failures)
         raise Failure(
             description=f"{len(failed)} of {len(batch.keys)} jobs failed: "
@@ -267,6 +279,12 @@ def attribution(
     yield MaterializeResult(
         metadata=materialize_result(context, batch).metadata, check_results=checks
     )
+    yield from verdict_evaluations(context, verdicts)
+
+
+def _verdict_meta(result: AttributionResult) -> dict[str, Any]:
+    v = md.verdict_metadata(result)
+    return {k: v[k] for k in ("status", "category", "look first at") if k in v}
 
 
 PER_JOB_ASSETS: list[AssetsDefinition] = [
@@ -354,6 +372,13 @@ def _ask_scheduler(
             description=f"no case directory for partition {key} (looked in the case index and "
             f"under {cases.root}) and no scheduler configured for cluster {cluster_name!r}",
             allow_retries=False,
+        )
+    if KEY_HASH_MARK in job_id:
+        # a cleaned or cut key (job_partition_key): the job id is not in it; the sensor
+        # that registered the key indexed the context, or the case root holds the job
+        raise JobNotFound(
+            f"{key} is a shortened partition key: the job's id is not in it, and neither "
+            "the case index nor a sensor's registration holds its context"
         )
     return cluster.scheduler.get_job(job_id)
 

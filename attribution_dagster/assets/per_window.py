@@ -14,6 +14,7 @@ then missing and a backfill fills them. Without configured clusters the dimensio
 key, `default`, whose windows fail with "no scheduler configured".
 """
 
+from collections.abc import Iterator
 from typing import Any
 
 from dagster import (
@@ -32,7 +33,8 @@ from dagster import (
 from pydantic import Field
 
 from attribution_dagster import fleet
-from attribution_dagster.assets.metadata import md_table
+from attribution_dagster.assets.checks import VERDICT_CHECK, partitioned_check, verdict_evaluations
+from attribution_dagster.assets.metadata import jobs_table, md_table
 from attribution_dagster.connectors.clusters import Cluster
 from attribution_dagster.core.config import AttributionConfig
 from attribution_dagster.resources import (
@@ -132,6 +134,15 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         kinds={"python", "sql"},
         description="Every job of the window attributed (the per-job pipeline over a process "
         "pool); per-job rows in the result tables the per-job path also writes.",
+        check_specs=[
+            partitioned_check(
+                VERDICT_CHECK,
+                "window_attributions",
+                partitions,
+                "WARN when jobs of the window need a look: ambiguous, unattributed, or read "
+                "from partial data",
+            )
+        ],
     )
     def window_attributions(
         context: AssetExecutionContext,
@@ -140,9 +151,10 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
         clusters: ClustersResource,
         sink: SqlSinkResource,
         analysis: AnalysisSettingsResource,
-    ) -> MaterializeResult:
+    ) -> Iterator[Any]:
         s = sink.client()
         outcomes: list[fleet.WindowOutcome] = []
+        verdicts: dict[str, fleet.WindowVerdicts] = {}
         for key in context.partition_keys:
             cluster, window = split_key(partitions, key)
             out = fleet.attribute_window(
@@ -160,6 +172,7 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
                 f"{out.skipped} already done, {out.seconds:.1f} s"
             )
             outcomes.append(out)
+            verdicts[key] = fleet.window_verdicts(s, cluster, window)
         failed = [o for o in outcomes if not o.ok]
         if failed:
             raise Failure(
@@ -167,7 +180,16 @@ def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
                 metadata=_window_metadata(outcomes),
                 allow_retries=True,
             )
-        return MaterializeResult(metadata=_window_metadata(outcomes))
+        meta = _window_metadata(outcomes)
+        if len(verdicts) == 1:
+            yield MaterializeResult(metadata={**verdict_metadata(*verdicts.values()), **meta})
+        else:
+            for key, v in verdicts.items():
+                context.add_asset_metadata(verdict_metadata(v), partition_key=key)
+            yield MaterializeResult(metadata=meta)
+        yield from verdict_evaluations(
+            context, {k: (_window_look(v), _window_counts(v)) for k, v in verdicts.items()}
+        )
 
     return [finished_jobs, window_attributions]
 
@@ -193,3 +215,30 @@ def _window_metadata(outcomes: list[fleet.WindowOutcome]) -> dict[str, Any]:
             md_table(["status", "jobs"], [[k, v] for k, v in sorted(status.items())])
         )
     return meta
+
+
+def verdict_metadata(v: fleet.WindowVerdicts) -> dict[str, Any]:
+    """A window at a glance: how many jobs need a look, then its jobs (those first)."""
+    total = sum(v.by_status.values())
+    return {
+        "jobs needing a look": MetadataValue.int(v.needs_a_look),
+        **_window_counts(v),
+        "jobs by verdict": jobs_table(v.shown),
+        **({"jobs shown": f"{len(v.shown)} of {total}"} if len(v.shown) < total else {}),
+    }
+
+
+def _window_counts(v: fleet.WindowVerdicts) -> dict[str, Any]:
+    return {
+        "ambiguous": MetadataValue.int(v.by_status.get("ambiguous", 0)),
+        "unattributed": MetadataValue.int(v.by_status.get("unattributed", 0)),
+        "attributed": MetadataValue.int(v.by_status.get("attributed", 0)),
+        "with partial data": MetadataValue.int(v.partial),
+    }
+
+
+def _window_look(v: fleet.WindowVerdicts) -> list[str]:
+    why = [f"{v.by_status[s]} {s}" for s in ("ambiguous", "unattributed") if v.by_status.get(s)]
+    if v.partial:
+        why.append(f"{v.partial} read from partial data")
+    return why

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from enum import Enum
 from typing import Literal
@@ -50,6 +51,8 @@ class PodRef(BaseModel):
     started: AwareDatetime | None = None
 
 _UNSAFE_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_KEY = 64  # a partition key longer than this is cut (the full name is in the metadata)
+KEY_HASH_MARK = "~"  # never in a verbatim key: a cut or cleaned key cannot equal one
 
 
 class ExecutionContext(BaseModel):
@@ -100,5 +103,19 @@ class ExecutionContext(BaseModel):
 
 
 def job_partition_key(cluster: str | None, job_id: str) -> str:
-    """Dagster partition key of a job: `<cluster>.<job_id>` with only safe characters."""
-    return _UNSAFE_KEY_CHARS.sub("_", f"{cluster or 'default'}.{job_id}")
+    """Dagster partition key of a job: `<cluster>.<job_id>`, short, stable and unique.
+
+    A key of safe characters (letters, digits, `_.-`) up to MAX_KEY long is kept as it is
+    (`gb200-nvl72-east.4812`). Any other key (a Kueue `namespace/name`, a Slurm `4812+1`, a
+    very long name) is cleaned and cut to MAX_KEY, keeping the end of the job id, and ends
+    in `~` and 8 hex digits of the exact name: `c.team-llm_pretrain-7b~3f9a0c1e`. Distinct
+    names never share a key (`a/b` and `a_b` used to), and the same name always gets the
+    same one. The cluster is never cut: a key's cluster is what precedes its first `.`."""
+    full = f"{cluster or 'default'}.{job_id}"
+    if len(full) <= MAX_KEY and not _UNSAFE_KEY_CHARS.search(full) and "..." not in full:
+        return full
+    cluster = _UNSAFE_KEY_CHARS.sub("_", cluster or "default").replace(".", "_")
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    clean = _UNSAFE_KEY_CHARS.sub("_", job_id).replace("..", "._")
+    room = max(MAX_KEY - len(cluster) - 2 - len(digest), 8)
+    return f"{cluster}.{clean[-room:].lstrip('.')}{KEY_HASH_MARK}{digest}"

@@ -52,9 +52,8 @@ def suspects_text(result: AttributionResult) -> str:
     return "shared (no single node)" if result.scope == "shared" else "-"
 
 
-def leads_lines(result: AttributionResult) -> list[str]:
-    """`look first at` lines of an unattributed result's leads (issue 18: the rank that did
-    not arrive at the collective the others wait in)."""
+def _lead_where(result: AttributionResult) -> list[str]:
+    """Each lead as `node GPU g (rank r, pg p, seq s)`."""
     out = []
     for lead in result.leads:
         where = lead.node + (f" GPU {lead.gpu}" if lead.gpu is not None else "")
@@ -63,7 +62,28 @@ def leads_lines(result: AttributionResult) -> list[str]:
             what.append(f"pg {lead.process_group}")
         if lead.seq is not None:
             what.append(f"seq {lead.seq}")
-        out.append(f"  look first at: {where}" + (f" ({', '.join(what)})" if what else ""))
+        out.append(where + (f" ({', '.join(what)})" if what else ""))
+    return out
+
+
+def look_first_at(result: AttributionResult) -> str:
+    """The CLI's best line without its label: the suspects of an attributed result, else
+    its first lead; empty when the result names nowhere to look."""
+    if result.status == "attributed" and result.fault_domain is not None:
+        # where the cause sits in the fabric (issue 23): the switch and its ports
+        return result.fault_domain.describe()
+    if result.status == "attributed":
+        return suspects_text(result)
+    leads = _lead_where(result)
+    return leads[0] if leads else ""
+
+
+def leads_lines(result: AttributionResult) -> list[str]:
+    """`look first at` lines of an unattributed result's leads (issue 18: the rank that did
+    not arrive at the collective the others wait in)."""
+    out = []
+    for lead, where in zip(result.leads, _lead_where(result), strict=True):
+        out.append(f"  look first at: {where}")
         out.append(f"    why: {lead.why}")
         for loc in lead.evidence:
             out.append(f"    at {loc}")
@@ -119,13 +139,10 @@ def render_result(result: AttributionResult, *, max_links: int = 12) -> str:
         out.append(f"  {status}")
     if result.summary:
         out.append(f"  {result.summary}")
-    if result.status == "attributed" and result.fault_domain is not None:
-        # where the cause sits in the fabric (issue 23): the switch and its ports
-        out.append(f"  look first at: {result.fault_domain.describe()}")
-        if result.suspects or result.suspect_nodes:
+    if result.status == "attributed":
+        out.append(f"  look first at: {look_first_at(result)}")
+        if result.fault_domain is not None and (result.suspects or result.suspect_nodes):
             out.append(f"  suspects: {suspects_text(result)}")
-    elif result.status == "attributed":
-        out.append(f"  look first at: {suspects_text(result)}")
     elif result.leads:
         out.extend(leads_lines(result))
     if result.candidates:

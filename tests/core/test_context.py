@@ -122,3 +122,28 @@ def test_list_cases_recursive_and_sorted(tmp_path: Path) -> None:
 def test_list_cases_missing_root(tmp_path: Path) -> None:
     with pytest.raises(ContextError):
         StaticContextClient().list_cases(tmp_path / "missing")
+
+
+def test_partition_keys_are_short_stable_and_never_shared():
+    """issue 19: a safe short key is kept; a cleaned or long one ends in `~` + a hash of the
+    exact name, so `a/b` and `a_b` (or Slurm `4812+1` and array task `4812_1`) differ."""
+    from dagster import DagsterInstance
+
+    from attribution_dagster.core.context import MAX_KEY, job_partition_key
+
+    assert job_partition_key("gb200-nvl72-east", "4812") == "gb200-nvl72-east.4812"
+    assert job_partition_key(None, "7") == "default.7"
+    pairs = [("c", "a/b"), ("c", "a_b"), ("s", "4812+1"), ("s", "4812_1"), ("c", "a...b")]
+    long_ids = [("gke-a3-mega-usc1", f"team-llm/{'pretrain-' * 12}{i}") for i in range(3)]
+    keys = [job_partition_key(c, j) for c, j in pairs + long_ids]
+    assert len(set(keys)) == len(keys)
+    assert keys[1] == "c.a_b" and keys[0].startswith("c.a_b~") and keys[2].startswith("s.4812_1~")
+    for (cluster, job), key in zip(pairs + long_ids, keys, strict=True):
+        assert key == job_partition_key(cluster, job)  # stable
+        assert key.split(".", 1)[0] == cluster  # the cluster is never cut
+        assert len(key) <= MAX_KEY and "..." not in key
+    with DagsterInstance.ephemeral() as instance:  # Dagster takes every key as it is
+        instance.add_dynamic_partitions("jobs", keys)
+        assert instance.get_dynamic_partitions("jobs") == keys
+    # a long key keeps the end of the job id (the workload's own name)
+    assert keys[-1].startswith("gke-a3-mega-usc1.") and "pretrain-2~" in keys[-1]

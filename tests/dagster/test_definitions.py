@@ -74,7 +74,11 @@ def test_asset_graph_shape(fake_env):
     assets = {a.key.to_user_string(): a for a in defs.assets}
     assert assets["raw_evidence"].op.retry_policy is None
     checks = {k.name for k in graph.asset_check_keys}
-    assert checks == {"result_matches_contract", "every_node_has_evidence_or_gap_stated"}
+    assert checks == {
+        "result_matches_contract",
+        "every_node_has_evidence_or_gap_stated",
+        "verdict_needs_no_look",  # per partition: on the job assets and on the windows
+    }
 
 
 def test_job_sensor_and_resources(fake_env):

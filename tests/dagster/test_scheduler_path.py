@@ -319,6 +319,7 @@ def test_per_job_assets_take_the_context_from_the_scheduler(instance, tmp_path, 
     from dagster import AssetKey, materialize
 
     from attribution_dagster.assets import build_job_assets
+    from attribution_dagster.core.context import job_partition_key
     from attribution_dagster.definitions import build_resources
     from attribution_dagster.sinks import SqlSink
 
@@ -353,6 +354,18 @@ def test_per_job_assets_take_the_context_from_the_scheduler(instance, tmp_path, 
     by_job = {r.job_id: r for r in SqlSink(url).read()}
     assert by_job["4812"].category == "gpu.nvlink"
     assert by_job[other.job_id].status in {"attributed", "ambiguous", "unattributed", "not_failed"}
+
+    # a shortened key (job_partition_key: cleaned or cut) holds no job id to ask for: an
+    # unregistered one fails saying so, instead of asking the scheduler for `x_y~hash`
+    short = job_partition_key("atlas", "x/y")
+    instance.add_dynamic_partitions("jobs", [short])
+    failed = materialize(
+        build_job_assets(), instance=instance, partition_key=short, resources=resources,
+        raise_on_error=False,
+    )
+    assert not failed.success
+    [failure] = [e for e in failed.all_events if e.is_step_failure]
+    assert "is a shortened partition key" in failure.step_failure_data.user_failure_data.description
 
 
 def test_retention_deletes_old_job_partitions_and_keeps_results(instance, tmp_path):

@@ -11,6 +11,7 @@ from dagster import SensorResult, SkipReason, build_sensor_context
 from dagster_cases import write_case
 
 from attribution_dagster.core.config import AttributionConfig, SensorConfig
+from attribution_dagster.core.context import job_partition_key
 from attribution_dagster.definitions import ATTRIBUTE_JOB, build_definitions
 from attribution_dagster.resources import AssetStoreResource, StaticCasesResource
 from attribution_dagster.resources.value_store import AssetValueStore
@@ -170,10 +171,13 @@ def test_unsafe_ids_become_safe_keys_and_duplicates_register_once(instance, env)
     write_case(root, "dup2", job_id="700")
     result, _ = tick(make_sensor(), instance, resources, None)
     keys = requested(result)
-    assert "gpu_west.12345__3_x_y" in keys
+    # cleaned, so it ends in a hash of the exact name (`gpu_west.12345__3_x_y` alone could
+    # be another job's key); the full name is in the metadata (`job`)
+    [odd] = [k for k in keys if k.startswith("gpu_west.12345__3_x_y~")]
+    assert odd == job_partition_key("gpu west", "12345_[3]/x y") and len(odd) == 30
     assert keys.count("c1.700") == 1
     for key in keys:
-        assert all(ch.isalnum() or ch in "_.-" for ch in key)
+        assert all(ch.isalnum() or ch in "_.-~" for ch in key)
 
 
 def test_missing_case_root_is_a_skip_not_an_error(instance, tmp_path):
