@@ -308,6 +308,8 @@ def attribute_window(
     `progress(n)` is called after each chunk with the number of jobs it finished. The
     outcome says which jobs could not be done; the caller decides whether that fails.
     """
+    # Long on purpose: one window's run: contexts, analysis, isolation of failures and the write
+    # are one transaction of work
     t0 = time.perf_counter()
     progress = progress or PROGRESS_HOOK
     settings = settings or AnalysisSettings(workers=1)

@@ -94,6 +94,8 @@ def split_key(partitions: MultiPartitionsDefinition, key: str) -> tuple[str, str
 
 def build_window_assets(config: AttributionConfig) -> list[AssetsDefinition]:
     """The two window assets over the configured clusters and window length."""
+    # Long on purpose: a factory; its two nested assets are short each, and are built here
+    # because their partitions come from the configuration (clusters x window length)
     partitions = window_partitions(config)
 
     @asset(

@@ -83,6 +83,8 @@ def _settings(args: argparse.Namespace) -> AnalysisSettings:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Long on purpose: one declaration of every subcommand and flag, read top to bottom like
+    # `--help`
     p = _Parser(
         prog="attribution",
         description="Why did this GPU job fail, and where should I look first?",

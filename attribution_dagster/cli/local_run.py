@@ -157,6 +157,8 @@ def run_cases_report(
     instance: DagsterInstance | None = None,
     settings: AnalysisSettings | None = None,
 ) -> RunReport:
+    # Long on purpose: the steps of one `attribution run` (config, stores, partitions, runs,
+    # results) share the instance's lifetime; split, they would pass it all around
     from attribution_dagster.definitions import ATTRIBUTE_JOB, build_definitions
 
     started = time.perf_counter()

@@ -250,6 +250,8 @@ def _sample_line(s: MetricSample) -> str:
 def write_case(out: Path, ctx: ExecutionContext, raw: RawEvidence) -> ExportSummary:
     """Write `out/context.json`, `out/logs/...` and `out/metrics/...` (module docstring).
     Refuses to write into a directory that already holds a context.json."""
+    # Long on purpose: one pass that writes a case back (logs, metrics, dumps, topology) with
+    # the line numbers the locators need
     out = Path(out)
     if (out / "context.json").exists():
         raise FileExistsError(f"{out} already holds a case (context.json); choose another DIR")

@@ -10,6 +10,8 @@ Matching, per record: the anchors present in the first line (plain `in`) select 
 parsers; only their regexes run, in catalog order. A parser with a `group` fires only if no
 earlier parser of that group fired on the line (so `NCCL WARN ... unhandled system error` is
 nccl_system_error, not also nccl_warn). One line yields at most one observation per kind.
+Long on purpose (about 600 lines): matching, host resolution and folding are one per-line
+path; catalog specs, the matcher, origins and facts already live in their own modules.
 
 Node: the record's node, unless the parser's `node_from` group names a host in ctx.nodes
 (srun `error: node-b: task 1`, torchrun `host : node-b`, NCCL `node-b:pid:tid`): then that host,
@@ -326,6 +328,8 @@ class ParserCatalog:
     def facts(self, rec: RawRecord, ctx: ExecutionContext | None = None) -> list[Fact]:
         """What parse_record returns, as plain Facts (no validation: built once per distinct
         fact by `fold`)."""
+        # Long on purpose: the normalizer's per-matched-line path; a call per line costs more
+        # than the line, so it stays one frame
         text = rec.text
         line = text.split("\n", 1)[0] if "\n" in text else text
         if len(text) > MATCH_MAX:

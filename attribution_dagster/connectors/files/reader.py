@@ -205,6 +205,8 @@ class Reader:
     ) -> tuple[LogBatch, int]:
         """Records of every job (cluster-level lines naming no job node dropped and counted)
         and the number of files that could not be read at all."""
+        # Long on purpose: the per-record loop that turns scanner tuples into records; its cost
+        # is per line, so it stays one frame
         results = self._scan_all(self._spec(ctx, anchors, window), jobs)
         index = NodeIndex.of(ctx)
         # a switch-side line (OpenSM, UFM, switch syslog) names a switch port, not a job node:

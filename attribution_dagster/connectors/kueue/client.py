@@ -6,6 +6,10 @@ batch Job (and a JobSet's child Jobs), and the pods (by the `jobset.sigs.k8s.io/
 or `batch.kubernetes.io/job-name` label) through the official `kubernetes` client, with an
 `ApiClient` of its own so two clusters (two kubeconfig contexts) coexist in one process.
 
+Long on purpose (about 630 lines): the state mapping below reads the Workload, its JobSet or
+Job and its pods together; the object readers (objects.py) and placements (placements.py)
+are already apart, and what is left is one decision table and the queries it needs.
+
 When a workload "ended" (`finished_jobs` lists those that ended in the window):
 
 - `Finished=True`: end is that condition's `lastTransitionTime`;

@@ -121,6 +121,8 @@ class StreamReads:
     ) -> tuple[int, bool, Ends | None]:
         """(bytes read, stopped early because a line was past the window end, where the log
         stops: its last timed line and last progress line; None when the stream broke)."""
+        # Long on purpose: one pass over a streamed container log (a per-line loop, like the
+        # file scanner)
         # Over 80 lines on purpose: one pass over a streamed response whose per-line state
         # (byte budget, pending continuation lines, last timed and progress line, the window
         # edge) changes together; split into helpers, each would take and return all of it.

@@ -386,6 +386,8 @@ def _exit_pair(value: Any) -> tuple[int | None, int | None]:
 
 def job_from_rest(item: dict[str, Any], version: str) -> SlurmJob | None:
     """One slurmdbd job object (any supported version) -> SlurmJob."""
+    # Long on purpose: one flat mapping of slurmrestd's job fields to a context, field by field,
+    # as the API documents them
     # Over 80 lines on purpose: one flat field-by-field mapping of one record across five
     # API versions; reading it top to bottom against the OpenAPI schema is the review.
     raw_id = str(item.get("job_id"))

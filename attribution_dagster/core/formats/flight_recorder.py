@@ -329,6 +329,8 @@ def compare(dumps: list[FlightDump]) -> list[Finding]:
     """Per process group: each rank's progress; the ranks without an entry at the sequence
     number the others are in; the first sequence number whose op, sizes or dtype differ
     (the minority is the culprit; a tie names nobody)."""
+    # Long on purpose: one walk over the ranks of each process group; its three findings
+    # (progress, missing, mismatch) share the per-group tables
     out: list[Finding] = []
     by_pg: dict[str, list[FlightDump]] = defaultdict(list)
     for d in dumps:

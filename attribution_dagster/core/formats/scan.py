@@ -314,6 +314,8 @@ class FileScanner:
     def _scan_block(
         self, buf: bytearray, view: memoryview, limit: int, st: _State, res: FileScan
     ) -> None:
+        # Long on purpose: the scanner's per-line hot loop; a call per line costs more than the
+        # line, so the loop is one frame
         spec = self.spec
         count = buf.count
         if st.pending:
