@@ -146,9 +146,19 @@ def failed_app(c, h, i, nnodes, gpus, t_fault, peer, status=12, dev=3, before=()
 # ---- the cases ------------------------------------------------------------------------
 @case
 def topo_link_ib():
-    nodes = nodes_of(4)
-    c = Case("topo-link-ib",
-             ctx("83011", "FAILED", "2026-10-19T09:00:00Z", "2026-10-19T09:42:10Z", nodes, "H100",
+    return _link_ib("topo-link-ib", "83011", "2026-10-19", nodes_of(4))
+
+
+@case
+def topo_link_ib_again():
+    """The same cable a week later, in another job (gpu-003..006): the weekly report's
+    across-weeks table marks ib-leaf-07 port 5 a cable or transceiver suspect."""
+    return _link_ib("topo-link-ib-again", "83544", "2026-10-27", [f"gpu-{i:03d}" for i in (3, 4, 5, 6)])
+
+
+def _link_ib(name: str, job_id: str, day: str, nodes: list[str]) -> Case:
+    c = Case(name,
+             ctx(job_id, "FAILED", f"{day}T09:00:00Z", f"{day}T09:42:10Z", nodes, "H100",
                  cluster="ib-ndr-dfw1"),
              exp("attributed", "network.fabric", ["gpu-003"], ["ib_link_down"],
                  why="gpu-003's rail-6 HCA (mlx5_10) lost its link: NCCL's async port error on the host and "
@@ -156,14 +166,14 @@ def topo_link_ib():
                      "peers' retry-exceeded errors follow."))
     c.expected["fault_domain"] = fd("link", "ib-leaf-07", ["gpu-003"],
                                     [("gpu-003", "mlx5_10", "ib-leaf-07", "5")])
-    T0 = t_("2026-10-19T09:31:44.210000Z")
-    sw = rails(nodes + ["gpu-005", "gpu-006"], 1)
+    T0 = t_(f"{day}T09:31:44.210000Z")
+    sw = rails(nodes_of(4) + ["gpu-005", "gpu-006"], 1)  # the fabric: the same cables every week
     text, sw_guid, _ = ibnetdiscover(sw)
     c.add("topology/ibnetdiscover.txt", text)
     for i, h in enumerate(nodes):
         p = rankpid(c, h, 6)
         before = [f"{h}:{p}:{p + 150} [6] NCCL WARN NET/IB : mlx5_10:1 Got async event : port error"]
-        app = failed_app(c, h, i, 4, 8, T0, (i + 2) % 4 if h != "gpu-001" else 2,
+        app = failed_app(c, h, i, 4, 8, T0, (i + 2) % 4 if i else 2,
                          before=before if h == "gpu-003" else ())
         c.add(f"logs/{h}/app.log", app)
         c.add(f"logs/{h}/syslog", kernel_file(c, h, "rfc3164", [], 12))

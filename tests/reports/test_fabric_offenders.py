@@ -107,6 +107,22 @@ def two_week_fleet(url: str) -> None:
                         _link("node-b", "mlx5_1", "ib-leaf-07", "13"), port="mlx5_1")])
 
 
+def test_same_named_switches_of_two_clusters_are_kept_apart(tmp_path) -> None:
+    """`ib-leaf-07 port 5` fails once on cluster ib1 and once on ib2: across the fleet these
+    are two cables, each in one job, so neither is a repeat offender."""
+    url = f"sqlite:///{tmp_path}/r.db"
+    sink = SqlSink(url)
+    t = W47 + timedelta(days=1)
+    for cluster, job in (("ib1", "9001"), ("ib2", "9002")):
+        r = _result(job, t, "network.fabric", _link("node-a", "mlx5_0", "ib-leaf-07", "5"),
+                    port="mlx5_0").model_copy(update={"cluster": cluster})
+        sink.write([r], contexts=[_ctx(job, t, ["node-a"]).model_copy(update={"cluster": cluster})])
+    assert report.fabric_offenders(sink, W47, W47 + timedelta(days=7), None) == []
+    one = report.fabric_offenders(sink, W47, W47 + timedelta(days=7), None, min_jobs=1)
+    assert sorted(o.name for o in one if o.kind == "switch_port") == [
+        "ib1/ib-leaf-07 port 5", "ib2/ib-leaf-07 port 5"]
+
+
 def _dbs() -> list:
     return [
         pytest.param("sqlite", id="sqlite"),
@@ -231,7 +247,8 @@ def test_report_json_holds_the_tables(fleet_url, capsys):
     doc = report.ReportJson.model_validate_json(out)  # one JSON object, typed
     assert json.loads(out)["schema_version"] == 1
     assert doc.scope == "fleet" and doc.week == "2026-W47"
-    port = next(f for f in doc.fabric_offenders if f.name == "ib-leaf-07 port 12")
+    # across the fleet a switch is named with its cluster (switch names are a fabric's own)
+    port = next(f for f in doc.fabric_offenders if f.name == "ib1/ib-leaf-07 port 12")
     assert port.cable_suspect and port.recommendation == report.CABLE_SUSPECT
     assert port.weeks == {"2026-W46": 1, "2026-W47": 1}
     sw = next(o for o in doc.offenders if o.kind == "switch")

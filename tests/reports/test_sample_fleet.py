@@ -3,13 +3,12 @@ samples/ analysed (pipeline.analyze_case) and written through the SQL sink with 
 context, so each job counts in the ISO week it ended (the samples span 2026-W37 to W53).
 
 The report is checked against an oracle computed from the results themselves: each week's
-failed jobs and their verdicts, and the fabric offenders. Today no sample carries a
-`fault_domain` (the topology samples of issue 23 come with the engine that fills it), so
-the fabric part checks only that none is invented; when topology samples land, it checks
-every switch, switch port and NVLink domain they name in two or more jobs, and that a
-switch port failing alone (level `link`) in two or more jobs (across weeks too) is marked a
-cable or transceiver suspect. tests/reports/test_fabric_offenders.py checks the same
-over a two-week fleet written with `fault_domain` set.
+failed jobs and their verdicts, and the fabric offenders: every switch, switch port and
+NVLink domain the topology samples (issue 23) name in two or more jobs, named with their
+cluster across the fleet, and a switch port failing alone (level `link`) in two or more
+jobs, across weeks too, marked a cable or transceiver suspect (topo-link-ib in 2026-W43 and
+topo-link-ib-again in W44: the same cable). tests/reports/test_fabric_offenders.py checks
+the same over a two-week fleet written with `fault_domain` set.
 """
 
 from __future__ import annotations
@@ -58,10 +57,12 @@ def _fabric_oracle(jobs, monday: date, weeks: int) -> dict[tuple[str, str], tupl
         if not (r.category or "").startswith(report.INFRA_PREFIXES):
             continue
         kind = "nvlink_domain" if fd.level == "nvlink_domain" else "switch"
-        seen[(kind, fd.name)][ref] = fd.level
+        where = f"{r.cluster}/" if r.cluster else ""
+        seen[(kind, where + fd.name)][ref] = fd.level
         for p in fd.ports:
             if p.switch and p.switch_port:
-                seen[("switch_port", switch_port_name(p.switch, p.switch_port))][ref] = fd.level
+                port = where + switch_port_name(p.switch, p.switch_port)
+                seen[("switch_port", port)][ref] = fd.level
     return {k: (set(v), sum(lv == "link" for lv in v.values()))
             for k, v in seen.items() if len(v) >= 2}
 
@@ -87,6 +88,10 @@ def test_every_sample_week_reports_its_failed_jobs_and_fabric(sample_fleet):
         for key, (refs, link_jobs) in want.items():
             assert set(found[key].jobs) == refs
             assert found[key].cable_suspect == (key[0] == "switch_port" and link_jobs >= 2)
+    # the sample fleet's repeat cable: one suspect, seen in two weeks
+    rep = report.build_report(url, date(2026, 10, 26))
+    [cable] = [f for f in rep.fabric_offenders if f.cable_suspect]
+    assert cable.name == "ib-ndr-dfw1/ib-leaf-07 port 5" and len(cable.weeks) == 2
 
 
 def test_sample_network_faults_are_listed_with_their_verdicts(sample_fleet):

@@ -128,10 +128,13 @@ def fabric_offenders(
             job = (ref, _week_of(when), m["category"] or "?", m["level"])
             kind = "nvlink_domain" if m["level"] == "nvlink_domain" else "switch"
             cable = f"{m['node']} {m['host_port']}" if m["host_port"] else m["node"]
-            acc.setdefault((kind, m["domain"]), _Tally()).add(job, cable)
+            # switch names are a cluster's own (two fabrics may both have an `ib-leaf-07`):
+            # across the fleet, a switch is named with its cluster
+            where = f"{m['cluster']}/" if cluster is None and m["cluster"] else ""
+            acc.setdefault((kind, where + m["domain"]), _Tally()).add(job, cable)
             if m["switch"] and m["switch_port"]:
                 port = switch_port_name(m["switch"], m["switch_port"])
-                acc.setdefault(("switch_port", port), _Tally()).add(job, cable)
+                acc.setdefault(("switch_port", where + port), _Tally()).add(job, cable)
     this_week = iso_week(start.date())
     found = [t.offender(kind, name, this_week) for (kind, name), t in acc.items()
              if len(t.jobs) >= min_jobs]
