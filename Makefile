@@ -45,6 +45,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/profiles.py
+	$(BIN)/python bench/dagster_path.py
 	$(BIN)/python bench/topology.py
 	$(BIN)/python bench/quality.py
 
