@@ -85,7 +85,7 @@ def test_definitions_wire_the_topology_lineage_and_refresh(tmp_path: Path) -> No
     defs = build_definitions(config)
     graph = defs.resolve_asset_graph()
     assert AssetKey(["topology", "c1"]) in graph.get(AssetKey("raw_evidence")).parent_keys
-    schedule = defs.get_schedule_def("topology_refresh_schedule")
+    schedule = defs.resolve_schedule_def("topology_refresh_schedule")
     assert schedule.cron_schedule == "0 5 * * *"
     # no cluster with a topology: no topology asset, no refresh schedule
     bare = build_definitions(config.model_copy(update={"clusters": {}}))
