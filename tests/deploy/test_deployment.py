@@ -1,0 +1,284 @@
+"""The production shape of dagster.yaml.example run as real processes, under load and faults
+(issue 21, items 1 and 2).
+
+    PostgreSQL instance storage   two fresh databases on the CI server (ATTRIBUTION_TEST_PG_URL):
+    + PostgreSQL results sink     Dagster's, and the results' (attribution.yaml `sink.url`)
+    `dagster code-server start`   the code location, named by a temp workspace.yaml
+    `dagster-daemon run`          sensors, QueuedRunCoordinator (2 at once), backfills,
+                                  run_retries (2)
+    DefaultRunLauncher            one process per run (the K8sRunLauncher's pod, as a process)
+
+Load, from a static scheduler (a JSON-lines answer plus tiny log trees, bench/week_data.py):
+- per job: PER_JOB finished jobs of cluster `atlas`; its finished-jobs sensor registers
+  them MAX_PER_TICK a tick and the daemon runs one run per job;
+- per window: WINDOW_JOBS finished jobs of cluster `fleet` over a week; two overlapping
+  backfills of its daily windows run at once.
+
+Faults: the daemon is killed (-9, its process group) after the sensor's first tick and
+started again; a window run's worker process is killed (-9) mid-run. Then: every job has
+exactly one result row, nothing is missing, no run was requested twice, and every run
+ends in success except the killed one, whose retry succeeded. A trigger in the results
+database counts every write of a result row (re-attribution is allowed after a kill; a
+lost or doubled row is not).
+
+How many jobs fit: a per-job run is a Python process that loads Dagster and the project
+(several seconds of CPU on this 2-core machine), so the per-job load is small; the 2,000
+jobs go through the window path. docs/deployment.md has the measured figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import deploy_stack as ds  # noqa: E402
+import week_data  # noqa: E402
+
+PG_URL = os.environ.get("ATTRIBUTION_TEST_PG_URL")
+REQUIRE = os.environ.get("ATTRIBUTION_REQUIRE_SERVICES") == "1"
+PER_JOB = int(os.environ.get("ATTRIBUTION_DEPLOY_PER_JOB", "12"))
+MAX_PER_TICK = 4
+WINDOW_JOBS = int(os.environ.get("ATTRIBUTION_DEPLOY_WINDOW_JOBS", "2000"))
+DAYS = [f"2026-11-{d:02d}" for d in range(9, 16)]  # the generated week, Monday to Sunday
+BACKFILL_A, BACKFILL_B = DAYS[:5], DAYS[2:]  # overlapping: three days in both
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.deploy,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(
+        not PG_URL and not REQUIRE,
+        reason="ATTRIBUTION_TEST_PG_URL is not set (scripts/ci-services.sh start prints it)",
+    ),
+]
+
+
+def jobs_of(jsonl: Path) -> set[tuple[str, str]]:
+    return {(c["cluster"], c["job_id"]) for c in map(json.loads, jsonl.open())}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    if not PG_URL:
+        pytest.fail("ATTRIBUTION_REQUIRE_SERVICES=1 but ATTRIBUTION_TEST_PG_URL is not set")
+    root = tmp_path_factory.mktemp("deploy")
+    per_job = week_data.generate(
+        root / "per-job", jobs=PER_JOB, seed=21, cluster=ds.PER_JOB_CLUSTER, first_id=2_100_000
+    )
+    window = week_data.generate(
+        root / "window", jobs=WINDOW_JOBS, seed=22, cluster=ds.WINDOW_CLUSTER, first_id=2_200_000
+    )
+    st = ds.Stack(
+        root,
+        PG_URL,
+        max_concurrent_runs=2,
+        max_retries=2,
+        per_job_jsonl=per_job,
+        window_jsonl=window,
+        max_jobs_per_tick=MAX_PER_TICK,
+    )
+    try:
+        st.create()
+        count_result_writes(st.results_url)
+        st.start_code_server()
+        st.start_daemon()
+        st.started = time.monotonic()
+        yield st
+    finally:
+        st.close()
+    assert not any(p.alive() for p in st.procs)
+
+
+def count_result_writes(url: str) -> None:
+    """The results tables, plus a trigger that logs every insert or update of a result."""
+    from attribution_dagster.sinks.sql import SqlSink
+
+    with SqlSink(url).engine.begin() as conn:
+        conn.execute(text("CREATE TABLE result_writes (cluster text, job_id text)"))
+        conn.execute(
+            text(
+                "CREATE FUNCTION log_result_write() RETURNS trigger AS $$ BEGIN "
+                "INSERT INTO result_writes VALUES (NEW.cluster, NEW.job_id); RETURN NEW; "
+                "END $$ LANGUAGE plpgsql"
+            )
+        )
+        conn.execute(
+            text(
+                "CREATE TRIGGER result_written AFTER INSERT OR UPDATE ON attribution_results "
+                "FOR EACH ROW EXECUTE FUNCTION log_result_write()"
+            )
+        )
+
+
+def result_rows(url: str, cluster: str) -> tuple[Counter, Counter]:
+    """(rows per job, writes per job) of one cluster in the results database."""
+    from attribution_dagster.core.database import shared_engine
+
+    with shared_engine(url).connect() as conn:
+        rows = Counter(
+            j for (j,) in conn.execute(
+                text("SELECT job_id FROM attribution_results WHERE cluster = :c"), {"c": cluster}
+            )
+        )
+        writes = Counter(
+            j for (j,) in conn.execute(
+                text("SELECT job_id FROM result_writes WHERE cluster = :c"), {"c": cluster}
+            )
+        )
+    return rows, writes
+
+
+def child_rows_match_results(url: str, cluster: str) -> list[str]:
+    """Jobs whose stored symptom/evidence rows differ from their result's own lists (what
+    two interleaved writers of one job would leave behind)."""
+    from attribution_dagster.core.database import shared_engine
+
+    q = text(
+        "SELECT r.job_id, r.result_json, "
+        "(SELECT count(*) FROM attribution_symptoms s WHERE s.result_id = r.id), "
+        "(SELECT count(*) FROM attribution_evidence e WHERE e.result_id = r.id) "
+        "FROM attribution_results r WHERE r.cluster = :c"
+    )
+    bad = []
+    with shared_engine(url).connect() as conn:
+        for job, raw, symptoms, evidence in conn.execute(q, {"c": cluster}):
+            result = json.loads(raw)
+            if (len(result["symptom_chain"]), len(result["evidence"])) != (symptoms, evidence):
+                bad.append(job)
+    return bad
+
+
+def runs_of(instance, **tags: str) -> list:
+    from dagster import RunsFilter
+
+    return list(instance.get_runs(filters=RunsFilter(tags=tags) if tags else None))
+
+
+def registered(instance) -> set[str]:
+    return set(instance.get_dynamic_partitions("jobs"))
+
+
+def test_sensor_runs_every_job_once_across_a_daemon_killed_mid_drain(stack):
+    """Per job: the sensor registers MAX_PER_TICK jobs a tick; the daemon is killed after
+    the first tick and restarted; the new daemon's sensor resumes from the stored cursor."""
+    from dagster import DagsterRunStatus
+
+    expected = {f"{c}.{j}" for c, j in jobs_of(stack.per_job_jsonl)}
+    assert len(expected) == PER_JOB
+    with stack.instance() as instance:
+        first = ds.wait_for(
+            "the sensor's first tick", lambda: registered(instance), 120, stack, interval=0.2
+        )
+        stack.kill_daemon()
+        assert not stack.daemon.alive()
+        assert len(first) < PER_JOB, "the kill came after the whole backlog was registered"
+        # while no daemon runs, nothing new is registered
+        time.sleep(3)
+        at_restart = registered(instance)
+        assert at_restart == first
+        stack.start_daemon()
+
+        def all_done():
+            runs = [r for r in runs_of(instance) if r.job_name == "attribute_job"]
+            done = {r.tags.get("dagster/partition") for r in runs if r.is_finished}
+            return done >= expected and all(r.is_finished for r in runs)
+
+        ds.wait_for(f"{PER_JOB} per-job runs", all_done, 420, stack, interval=2)
+
+        runs = [r for r in runs_of(instance) if r.job_name == "attribute_job"]
+        assert registered(instance) == expected
+        first_runs = Counter(
+            r.tags["dagster/partition"] for r in runs if "dagster/parent_run_id" not in r.tags
+        )
+        assert first_runs == Counter(expected), "a job was requested twice, or never"
+        assert {r.tags["dagster/run_key"] for r in runs} == expected
+        failed = [(r.run_id, r.status) for r in runs if r.status != DagsterRunStatus.SUCCESS]
+        assert not failed
+
+    rows, writes = result_rows(stack.results_url, ds.PER_JOB_CLUSTER)
+    assert set(rows) == {j for _, j in jobs_of(stack.per_job_jsonl)}
+    assert set(rows.values()) == {1}
+    assert set(writes.values()) == {1}, "a job was attributed twice (a duplicate run)"
+    assert child_rows_match_results(stack.results_url, ds.PER_JOB_CLUSTER) == []
+
+
+def test_overlapping_backfills_and_a_killed_run_worker_lose_and_double_nothing(stack):
+    """Per window: two backfills over overlapping days at once (max 2 runs at a time); one
+    run's worker is killed mid-run; run_retries re-executes it."""
+    from dagster import DagsterRunStatus
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    expected = {j for _, j in jobs_of(stack.window_jsonl)}
+    assert len(expected) == WINDOW_JOBS
+    t0 = time.monotonic()
+    with stack.instance() as instance:
+        ids = [
+            ds.submit_window_backfill(instance, stack.config_path, ds.WINDOW_CLUSTER, days, name)
+            for name, days in (("A", BACKFILL_A), ("B", BACKFILL_B))
+        ]
+
+        def window_run_mid_way():
+            for r in runs_of(instance):
+                if r.tags.get("dagster/backfill") in ids and r.status == DagsterRunStatus.STARTED:
+                    pid = ds.run_worker_pid(instance, r.run_id)
+                    stats = instance.get_run_stats(r.run_id)
+                    # mid-run: its first step (listing the window) is done
+                    if pid and stats.steps_succeeded >= 1:
+                        return r
+            return None
+
+        victim = ds.wait_for("a window run mid-way", window_run_mid_way, 300, stack, 0.3)
+        killed_pid = ds.kill_run_worker(instance, victim.run_id)
+        assert killed_pid is not None
+
+        def backfills_done():
+            runs = [r for r in runs_of(instance) if r.tags.get("dagster/backfill") in ids]
+            finished = all(r.is_finished for r in runs)
+            status = [instance.get_backfill(i).status for i in ids]
+            return finished and all(s != BulkActionStatus.REQUESTED for s in status) and status
+
+        statuses = ds.wait_for("both backfills", backfills_done, 600, stack, interval=2)
+        elapsed = time.monotonic() - t0
+        runs = [r for r in runs_of(instance) if r.tags.get("dagster/backfill") in ids]
+
+        assert instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE
+        retries = [r for r in runs if r.tags.get("dagster/parent_run_id") == victim.run_id]
+        assert [r.status for r in retries] == [DagsterRunStatus.SUCCESS]
+        assert retries[0].tags["dagster/partition"] == victim.tags["dagster/partition"]
+        others = [
+            (r.run_id, r.status)
+            for r in runs
+            if r.run_id != victim.run_id and r.status != DagsterRunStatus.SUCCESS
+        ]
+        assert not others
+        assert statuses == [BulkActionStatus.COMPLETED_SUCCESS] * 2
+        # one original run per (backfill, day): the overlap's days ran once in each
+        originals = Counter(
+            (r.tags["dagster/backfill"], r.tags["dagster/partition"])
+            for r in runs
+            if "dagster/parent_run_id" not in r.tags
+        )
+        assert sum(originals.values()) == len(BACKFILL_A) + len(BACKFILL_B)
+        assert set(originals.values()) == {1}
+
+    rows, writes = result_rows(stack.results_url, ds.WINDOW_CLUSTER)
+    assert set(rows) == expected, f"missing {len(expected - set(rows))} jobs"
+    assert set(rows.values()) == {1}
+    assert all(n >= 1 for n in writes.values())
+    assert child_rows_match_results(stack.results_url, ds.WINDOW_CLUSTER) == []
+    print(
+        f"\nwindow path: {WINDOW_JOBS} jobs in {elapsed:.0f} s "
+        f"({WINDOW_JOBS / elapsed:.1f} jobs/s), {sum(writes.values())} result writes, "
+        f"{len(runs)} runs"
+    )
