@@ -90,6 +90,7 @@ class Stack:
     window_jsonl: Path | None = None
     max_jobs_per_tick: int = 20
     window_workers: int = 1
+    start_timeout_seconds: int = 60
     fleet_start: str = "2026-11-01"
     lookback_from: datetime = datetime(2026, 11, 9, tzinfo=timezone.utc)
     procs: list[Proc] = field(default_factory=list)
@@ -177,6 +178,13 @@ class Stack:
                 "class": "DefaultRunLauncher",
             },
             "run_retries": {"enabled": True, "max_retries": self.max_retries},
+            # A daemon killed while launching a run leaves it STARTING with no process:
+            # monitoring fails it after the start timeout, and run_retries runs it again.
+            "run_monitoring": {
+                "enabled": True,
+                "start_timeout_seconds": self.start_timeout_seconds,
+                "poll_interval_seconds": 5,
+            },
             "sensors": {"use_threads": True, "num_workers": 2},
             "backfills": {"use_threads": True, "num_workers": 2},
             "telemetry": {"enabled": False},
@@ -327,20 +335,41 @@ class Stack:
     def logs(self, lines: int = 40) -> str:
         return "\n\n".join(f"== {p.name} ({p.log.name})\n{p.tail(lines)}" for p in self.procs)
 
+    def describe(self) -> str:
+        """Every run (status, partition, retry parent, backfill) and the logs' tails."""
+        lines = []
+        try:
+            with self.instance() as inst:
+                for r in inst.get_runs():
+                    t = r.tags
+                    parent = t.get("dagster/parent_run_id", "")[:8]
+                    lines.append(
+                        f"{r.run_id[:8]} {r.job_name} {r.status.value} "
+                        f"{t.get('dagster/partition')} parent={parent}"
+                        f" backfill={t.get('dagster/backfill', '')}"
+                    )
+                    if not r.is_finished or r.status.value == "FAILURE":
+                        for e in inst.all_logs(r.run_id)[-6:]:
+                            lines.append(f"    {e.dagster_event_type} {(e.message or '')[:160]}")
+        except Exception as exc:  # noqa: BLE001 - a description must not hide the timeout
+            lines.append(f"(runs unreadable: {exc})")
+        return "\n".join(lines) + "\n\n" + self.logs()
+
 
 def wait_for(
     what: str, check: Callable[[], Any], timeout: float, stack: Stack | None = None,
     interval: float = 0.5,
 ) -> Any:
-    """Poll `check` until it returns something truthy; on timeout, fail with the logs."""
+    """Poll `check` until it returns something truthy; on timeout, fail with the runs and
+    the processes' logs."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            logs = stack.logs() if stack else ""
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+            state = stack.describe() if stack else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{state}")
         time.sleep(interval)
 
 

