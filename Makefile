@@ -7,7 +7,7 @@ CASES  ?= samples
 
 PORT ?= 3000
 
-.PHONY: setup run test bench bench-week quality ui screenshot lint docs clean
+.PHONY: setup run test bench bench-week bench-scale quality ui screenshot lint docs clean
 
 setup: $(STAMP)
 
@@ -54,6 +54,11 @@ quality: $(STAMP)
 ## directly, the weekly report's planted offenders, the per-job path on 1,000 (docs/fleet.md).
 bench-week: $(STAMP)
 	$(BIN)/python bench/week.py
+
+## The production-shaped deployment (PostgreSQL, code server, daemon, a process per run):
+## jobs/s with 1, 2 and 4 concurrent runs, per job and per window (docs/deployment.md).
+bench-scale: $(STAMP)
+	ATTRIBUTION_TEST_PG_URL="$$(scripts/ci-services.sh start)" $(BIN)/python bench/deploy.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check attribution_dagster tests bench
