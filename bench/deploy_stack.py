@@ -46,6 +46,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def group_alive(pgid: int) -> bool:
+    """A live (not zombie) process in the process group: the run workers are in the code
+    server's group; PID 1 here reaps orphans late, and a zombie still answers `kill -0`."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
 @dataclass
 class Proc:
     """A process started in its own session: `kill()` signals its whole group."""

@@ -52,19 +52,6 @@ def databases() -> set[str]:
         engine.dispose()
 
 
-def alive(pgid: int) -> bool:
-    """A live (not zombie) process in the group: PID 1 here reaps orphans late, and a
-    zombie still answers `kill -0`."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
-            return True
-    return False
-
-
 def test_up_serves_the_ui_and_down_leaves_nothing(tmp_path):
     if not PG_URL:
         pytest.fail("ATTRIBUTION_REQUIRE_SERVICES=1 but ATTRIBUTION_TEST_PG_URL is not set")
@@ -90,6 +77,6 @@ def test_up_serves_the_ui_and_down_leaves_nothing(tmp_path):
         down = cli("down", "--dir", str(tmp_path))
     assert down.returncode == 0, down.stderr[-2000:]
     assert "dropped" in down.stdout
-    assert not any(alive(p) for p in state["pgids"].values())
+    assert not any(ds.group_alive(p) for p in state["pgids"].values())
     assert not set(state["databases"]) & databases()
     assert not (tmp_path / ds.STATE).exists()
