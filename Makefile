@@ -7,7 +7,7 @@ CASES  ?= samples
 
 PORT ?= 3000
 
-.PHONY: setup run test bench bench-week quality ui screenshots screenshot lint docs clean
+.PHONY: setup run test bench bench-week bench-scale up down quality ui screenshots screenshot lint docs clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,21 @@ quality: $(STAMP)
 ## directly, the weekly report's planted offenders, the per-job path on 1,000 (docs/fleet.md).
 bench-week: $(STAMP)
 	$(BIN)/python bench/week.py
+
+## The production-shaped deployment (PostgreSQL, code server, daemon, a process per run):
+## jobs/s with 1, 2 and 4 concurrent runs, per job and per window (docs/deployment.md).
+bench-scale: $(STAMP)
+	ATTRIBUTION_TEST_PG_URL="$$(scripts/ci-services.sh start)" $(BIN)/python bench/deploy.py
+
+## The production-shaped stack for you to try: PostgreSQL, code server, daemon, webserver on
+## http://127.0.0.1:$(PORT), a generated week of jobs (docs/deployment.md). `make down` stops it.
+up: $(STAMP)
+	ATTRIBUTION_TEST_PG_URL="$$(scripts/ci-services.sh start)" PYTHONPATH=$(CURDIR) \
+	  $(BIN)/python bench/deploy_stack.py up --port $(PORT)
+
+down: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(BIN)/python bench/deploy_stack.py down
+	scripts/ci-services.sh stop
 
 lint: $(STAMP)
 	$(BIN)/ruff check attribution_dagster tests bench
