@@ -43,9 +43,15 @@ What is sent (docs/loki.md has the whole story):
   `{filename="/var/log/kern.log", host="node-b"} @ns:1793613791000000000` (the stream's
   exact selector and the entry's nanosecond timestamp).
 
+- `cluster_selectors` (switches, UFM, OpenSM, Fabric Manager, the controller): one more
+  query per selector, the same anchors, paged and split the same way; a line is kept by
+  the files connector's rule (it names a job node, or is switch-side) as a `CLUSTER_NODE`
+  record; a failed cluster read makes the coverage partial and stops nothing else.
+
 The module holds the client's fetch, paging, query splitting and continuation lines;
 loki/query.py the LogQL text, loki/config.py the block's keys, loki/state.py one fetch's
-state, loki/liveness.py the silence and progress reads.
+state, loki/liveness.py the silence and progress reads, loki/cluster.py the cluster-level
+streams.
 """
 
 from __future__ import annotations

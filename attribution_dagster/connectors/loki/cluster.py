@@ -58,9 +58,8 @@ class ClusterStreams:
         if len(anchors) <= 1 or len(quote_plus(text)) <= self.config.max_query_bytes:
             return [anchors]
         h = len(anchors) // 2
-        return self._cluster_plan(selector, anchors[:h]) + self._cluster_plan(
-            selector, anchors[h:]
-        )
+        first, rest = anchors[:h], anchors[h:]
+        return self._cluster_plan(selector, first) + self._cluster_plan(selector, rest)
 
     def _unit_query(self, st: Fetch, unit: Unit) -> str:
         if unit.selector:

@@ -200,7 +200,8 @@ def test_cluster_query_pages_caps_lines_and_keeps_to_the_window(fake_http):
     ufm = [r for r in cluster if "Link went down" in r.text]
     assert len(ufm) == 1 and len(ufm[0].text.encode()) == 300
     assert batch.coverage.overlong_lines == 1
-    shapes = [(q["query"].split(" |~")[0], int(q["start"]), q["limit"]) for q in cluster_queries(loki)]
+    qs = cluster_queries(loki)
+    shapes = [(q["query"].split(" |~")[0], int(q["start"]), q["limit"]) for q in qs]
     w0, sm = T0 - 120 * S, '{job="opensm"}'
     assert shapes == [
         (sm, w0, "2"),  # pages of max_entries_per_query from the window start,
