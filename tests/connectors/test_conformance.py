@@ -30,8 +30,9 @@ that answer in the documented API shapes. (Live servers: tests/test_prometheus.p
 
 from __future__ import annotations
 
+import json
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ from attribution_dagster.connectors.opensearch.client import OpenSearchConfig, O
 from attribution_dagster.connectors.pod_logs.client import PodLogsClient, PodLogsConfig
 from attribution_dagster.connectors.prometheus.client import PrometheusClient, PrometheusConfig
 from attribution_dagster.core.evidence import LogBatch, RawEvidence, RawRecord
+from attribution_dagster.core.hosts import CLUSTER_NODE
 
 XID = "DCGM_FI_DEV_XID_ERRORS"
 
@@ -113,14 +115,24 @@ def shared_root_source(tmp_path: Path, job: cf.RecordedJob) -> FilesSource:
     return FilesSource(FilesSourceConfig(kind="files", root=str(root), paths=["{node}/app.log"]))
 
 
-def loki_source(fake_http: Any, job: cf.RecordedJob) -> LokiClient:
+def loki_source(fake_http: Any, job: cf.RecordedJob, events: bool = False) -> LokiClient:
+    """The nodes' lines as streams; with `events`, the Events as an event exporter ships them
+    (one JSON line per Event at its own time, on a stream of no job node), read as a
+    cluster-level stream (`cluster_selectors`)."""
     loki = FakeLoki()
     for node, lines in job.logs.items():
         for t, text in lines:
             labels = {"host": node, "filename": "/var/log/app.log", "job": "varlogs"}
             loki.add(labels, to_ns(t), text)
+    block: dict[str, Any] = {"kind": "loki", "url": fake_http.url}
+    if events:
+        for ev in job.events:
+            when = ev.get("eventTime") or ev.get("lastTimestamp") or ev.get("firstTimestamp")
+            stamp = datetime.fromisoformat(str(when).replace("Z", "+00:00"))
+            loki.add({"host": "event-exporter", "job": "k8s-events"}, to_ns(stamp), json.dumps(ev))
+        block["cluster_selectors"] = ['job="k8s-events"']
     loki.install(fake_http)
-    cfg = LokiConfig.model_validate({"kind": "loki", "url": fake_http.url})
+    cfg = LokiConfig.model_validate(block)
     return LokiClient(cfg, sleep=lambda s: None, environ={})
 
 
@@ -251,28 +263,35 @@ def test_every_log_source_conforms_and_all_agree(
 def test_kubernetes_events_read_the_same_through_the_api_and_from_files(
     tmp_path: Path, fake_http: Any, job
 ) -> None:
-    """The OOMKilling Event of the silent node, from a case's cluster-level events file and
-    through the API: the same observations (host_oom_kill and the cgroup_oom its kernel line
-    is), each tagged as the control plane's (not the node writing: liveness skips it), so
-    the node that died is silent through either door (issue 15)."""
+    """The OOMKilling Event of the silent node, from a case's cluster-level events file,
+    through the API, and from Loki's cluster-level stream of an event exporter: the same
+    observations (host_oom_kill and the cgroup_oom its kernel line is), each tagged as the
+    control plane's (not the node writing: liveness skips it), so the node that died is
+    silent through every door (issue 15, issue 23)."""
     ref = files_batch(tmp_path, job, events=True)
     api = pod_logs_source(fake_http, job, events=True).fetch_logs(
         job.ctx, job.anchors, job.window, job.limits
     )
+    loki = loki_source(fake_http, job, events=True).fetch_logs(
+        job.ctx, job.anchors, job.window, job.limits
+    )
     answers = {"files:case+events": (ref, observations(ref, job)),
-               "pod_logs+events": (api, observations(api, job))}  # fmt: skip
+               "pod_logs+events": (api, observations(api, job)),
+               "loki+events": (loki, observations(loki, job))}  # fmt: skip
     cf.assert_conforms(
         cf.check_log_batch("files:case+events", ref, job)
         + cf.check_log_batch("pod_logs+events", api, job)
+        + cf.check_log_batch("loki+events", loki, job)
         + cf.compare_log_batches(answers, job)
     )
+    assert [r.node for r in loki.records if r.text.startswith('{"apiVersion"')] == [CLUSTER_NODE]
     for name, (_, obs) in answers.items():
         oom = [o for o in obs if o.kind in ("host_oom_kill", "cgroup_oom")]
         assert {o.kind for o in oom} == {"host_oom_kill", "cgroup_oom"}, name
         assert all(o.node == cf.SILENT and "event_reason" in o.attrs for o in oom), name
     # the verdict follows: the same through both doors
     results = []
-    for batch in (ref, api):
+    for batch in (ref, api, loki):
         raw = RawEvidence(job_id="1", records=batch.records, tails=batch.tails,
                           progress=batch.progress, coverage=[batch.coverage])  # fmt: skip
         obs = pipeline.normalize(raw, job.ctx)

@@ -43,9 +43,15 @@ What is sent (docs/loki.md has the whole story):
   `{filename="/var/log/kern.log", host="node-b"} @ns:1793613791000000000` (the stream's
   exact selector and the entry's nanosecond timestamp).
 
+- `cluster_selectors` (switches, UFM, OpenSM, Fabric Manager, the controller): one more
+  query per selector, the same anchors, paged and split the same way; a line is kept by
+  the files connector's rule (it names a job node, or is switch-side) as a `CLUSTER_NODE`
+  record; a failed cluster read makes the coverage partial and stops nothing else.
+
 The module holds the client's fetch, paging, query splitting and continuation lines;
 loki/query.py the LogQL text, loki/config.py the block's keys, loki/state.py one fetch's
-state, loki/liveness.py the silence and progress reads.
+state, loki/liveness.py the silence and progress reads, loki/cluster.py the cluster-level
+streams.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ import httpx
 
 from attribution_dagster.connectors import http
 from attribution_dagster.connectors.base import OwnLineCap, SourceLimits
+from attribution_dagster.connectors.loki.cluster import ClusterStreams
 from attribution_dagster.connectors.loki.config import LokiKeys
 from attribution_dagster.connectors.loki.context import ContinuationReads
 from attribution_dagster.connectors.loki.liveness import Liveness
@@ -90,7 +97,7 @@ from attribution_dagster.connectors.loki.state import (
 )
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor, LogBatch, RawRecord, SourceCoverage
-from attribution_dagster.core.hosts import NodeIndex
+from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
 from attribution_dagster.core.settings import Window
 
 
@@ -103,7 +110,7 @@ class LokiConfig(LokiKeys):
         return LokiClient(self, cluster=cluster)
 
 
-class LokiClient(OwnLineCap, Liveness, ContinuationReads):
+class LokiClient(OwnLineCap, Liveness, ContinuationReads, ClusterStreams):
     """A LogSource reading one Loki. `transport` and `sleep` are for tests."""
 
     def __init__(
@@ -158,6 +165,7 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
         # only each node's last ones
         progress = tuple(dict.fromkeys(a.literal for a in usable if a.last_only))
         st.context = {a.literal: a.context_after for a in anchors if a.context_after > 0}
+        st.switch_side = tuple(a.literal for a in usable if a.switch_side)
         if not cfg.pushdown and st.literals:
             st.matcher = re.compile("|".join(map(re.escape, st.literals)))
         start, end = to_ns(window.start), to_ns(window.end) + 1  # Loki's end is exclusive
@@ -168,6 +176,8 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
                 series_nodes = self._series(st, nodes, start, end) if cfg.check_series else None
                 if st.literals and st.stopped is None:
                     self._run_all(st, nodes, st.literals, start, end)
+                if st.literals and cfg.cluster_selectors and st.stopped is None:
+                    self._run_cluster(st, st.literals, start, end)  # loki/cluster.py
                 if st.stopped is None or not st.stopped.stop:
                     self._fill_context(st, end)
                 if cfg.liveness and (st.stopped is None or not st.stopped.stop):
@@ -316,7 +326,7 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
         t = unit.cursor
         while t < unit.end:
             e = min(unit.end, t + st.max_window)
-            out.append(Unit(unit.nodes, unit.anchors, t, e))
+            out.append(replace(unit, start=t, end=e, cursor=t))
             t = e
         return out
 
@@ -328,6 +338,12 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
             literals = ()
         for n, a in self._plan(st, nodes, literals):
             queue.extend(self._chunks(st, Unit(n, a, start, end)))
+        self._drain(st, queue)
+
+    def _drain(self, st: Fetch, queue: deque[Unit], soft: bool = False) -> None:
+        """Run the queued units, each refused one replaced by smaller ones. A failure that
+        ends the fetch (Loki down, auth) stops it; `soft` (the cluster-level reads) only
+        stops these units: the coverage says so and the other reads go on."""
         while queue:
             unit = queue.popleft()
             try:
@@ -338,7 +354,10 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
                 except Fatal as fatal:
                     st.cov.errors.append(str(fatal))
             except Fatal as exc:
-                st.cov.errors.append(str(exc))
+                st.cov.errors.append(self._what(unit) + str(exc))
+                if exc.stop and soft:
+                    st.cov.retryable = st.cov.retryable or exc.transient
+                    return
                 if exc.stop:
                     st.stopped = exc
                     return
@@ -381,11 +400,11 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
         if span < 2 * MIN_WINDOW_NS:
             raise Fatal(str(exc), stop=False)
         mid = rest.start + span // 2
-        return [replace(rest, end=mid), Unit(rest.nodes, rest.anchors, mid, rest.end)]
+        return [replace(rest, end=mid), replace(rest, start=mid, cursor=mid)]
 
     def _run_unit(self, st: Fetch, unit: Unit) -> None:
         """Page through one unit: forward, resuming at the last timestamp inclusive."""
-        query = self.query_text(st, unit.nodes, unit.anchors)
+        query = self._unit_query(st, unit)
         while unit.cursor < unit.end:
             limit = st.limit
             data = self._call(
@@ -402,7 +421,7 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
             entries = self._entries(data, st)
             st.ok_queries += 1
             for entry in entries:
-                self._keep(st, entry)
+                self._keep(st, entry, cluster=bool(unit.selector))
             if len(entries) < limit:
                 return
             last = max(e[2] for e in entries)
@@ -410,12 +429,12 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
             st.edge = st.edge | edge if last == st.edge_ts else edge
             st.edge_ts = last
             if last <= unit.cursor:  # a whole page at one nanosecond: cannot page past it
-                self._same_ns(st, query, last, limit)
+                self._same_ns(st, query, last, limit, cluster=bool(unit.selector))
                 unit.cursor = last + 1
             else:
                 unit.cursor = last
 
-    def _same_ns(self, st: Fetch, query: str, ts: int, limit: int) -> None:
+    def _same_ns(self, st: Fetch, query: str, ts: int, limit: int, cluster: bool) -> None:
         """A full page of entries all at `ts`: ask for that nanosecond alone with twice the
         limit; if even that is full (or refused), say that some entries there are unread."""
         try:
@@ -436,7 +455,7 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
         if entries is not None:
             st.ok_queries += 1
             for entry in entries:
-                self._keep(st, entry)
+                self._keep(st, entry, cluster=cluster)
         if entries is None or len(entries) >= 2 * limit:
             st.cov.errors.append(
                 f"more than {limit} entries at one nanosecond ({ts}); some of them were not "
@@ -473,11 +492,12 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
         return out
 
     # -- entries -> records -------------------------------------------------------------
-    def _keep(self, st: Fetch, entry: Entry) -> None:
+    def _keep(self, st: Fetch, entry: Entry, cluster: bool = False) -> None:
         """One entry of a page. Entries at the previous page's last timestamp come again on
         the next page (it starts there, inclusive): those already seen are dropped, as are
         entries already kept (a line matching anchors of two split queries). Only kept
-        entries and the page edge are remembered, so memory follows the records."""
+        entries and the page edge are remembered, so memory follows the records.
+        `cluster`: the entry comes from a `cluster_selectors` stream (loki/cluster.py)."""
         labels, lkey, ts, line = entry
         key = (lkey, ts, line)
         if key in st.seen or (ts == st.edge_ts and key in st.edge):
@@ -488,10 +508,14 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
         st.seen.add(key)
         raw_host = labels.get(self.config.node_label)
         node = st.index.resolve(raw_host)
-        if node is None:
+        if node is None and cluster:
+            node = CLUSTER_NODE  # a switch, UFM, the controller: no job node wrote it
+            st.cluster_streams.add(lkey)
+        elif node is None:
             st.unknown_hosts.add(str(raw_host))
             return
-        st.streams_nodes.add(node)
+        else:
+            st.streams_nodes.add(node)
         parts = line.split("\n")
         for i, part in enumerate(parts):
             if len(parts) > 1 and not any(lit in part for lit in st.literals):
@@ -501,6 +525,8 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
             tail = [self._clean(p, st) for p in parts[i + 1 : i + 1 + want]]
             if tail:
                 text = "\n".join([text, *tail])
+            if node == CLUSTER_NODE and not self._cluster_keeps(st, text):
+                continue
             st.records.append(self._line_record(node, labels, ts, text))
             if want > len(tail):
                 st.hits.append(Hit(len(st.records) - 1, labels, ts, line, want - len(tail)))
@@ -541,7 +567,7 @@ class LokiClient(OwnLineCap, Liveness, ContinuationReads):
             not e.startswith("entries of streams") for e in cov.errors
         ):
             cov.status = "partial"
-        elif not cov.nodes_read:
+        elif not cov.nodes_read and not st.cluster_streams:
             cov.status = "empty"
         elif cov.nodes_missing:
             cov.status = "partial"

@@ -13,7 +13,21 @@ from attribution_dagster.connectors.http import HttpBackendConfig
 from attribution_dagster.connectors.loki.query import logql_string
 
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# one LogQL label matcher: name, operator, a double-quoted (Go escapes) or backquoted value
+_MATCHER = re.compile(
+    r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|`[^`]*`)\s*(?:,|$)'
+)
 MIN_STEP_SECONDS = 15.0  # liveness buckets: finer does not help (shippers batch, skew 5 s)
+
+
+def _matcher_text(v: str, where: str) -> str:
+    """A matcher string without its optional braces."""
+    v = v.strip()
+    if v.startswith("{") and v.endswith("}"):
+        v = v[1:-1].strip()
+    if "{" in v or "}" in v:
+        raise ValueError(f"{where}: give label matchers only, e.g. 'job=\"syslog\"'")
+    return v
 
 
 class LokiKeys(HttpBackendConfig):
@@ -29,6 +43,12 @@ class LokiKeys(HttpBackendConfig):
         default_factory=dict,
         description="extra stream matchers: a mapping of exact values ({job: syslog}) or a "
         'LogQL matcher string (\'job=~"syslog|kernel", env!="dev"\')',
+    )
+    cluster_selectors: list[dict[str, str] | str] = Field(
+        default_factory=list,
+        description="streams of cluster-level logs (switches, UFM, OpenSM, Fabric Manager, "
+        "the controller): each item one stream selector, a mapping of exact values or a LogQL "
+        "matcher string ('job=\"ufm\"', 'host=~\"ib-leaf.*\"'); one extra query per item",
     )
     tenant: str | None = Field(default=None, description="X-Scope-OrgID header (multi-tenant Loki)")
     bearer_token_env: str | None = Field(
@@ -105,16 +125,52 @@ class LokiKeys(HttpBackendConfig):
     @classmethod
     def _selectors(cls, v: dict[str, str] | str) -> dict[str, str] | str:
         if isinstance(v, str):
-            v = v.strip()
-            if v.startswith("{") and v.endswith("}"):
-                v = v[1:-1].strip()
-            if "{" in v or "}" in v:
-                raise ValueError("selectors: give label matchers only, e.g. 'job=\"syslog\"'")
-            return v
+            return _matcher_text(v, "selectors")
         for name in v:
             if not _LABEL_NAME.match(name):
                 raise ValueError(f"selectors: {name!r} is not a Loki label name")
         return v
+
+    @field_validator("cluster_selectors", mode="before")
+    @classmethod
+    def _one_selector_is_a_list(cls, v: object) -> object:
+        return [v] if isinstance(v, (str, dict)) else v
+
+    @field_validator("cluster_selectors")
+    @classmethod
+    def _cluster_selectors(cls, v: list[dict[str, str] | str]) -> list[dict[str, str] | str]:
+        """Each item stands alone as a query's stream selector (no node matcher is added),
+        so it must be one Loki accepts: well-formed matchers, at least one `=` / `=~` with a
+        non-empty value (Loki refuses a selector that matches every stream)."""
+        out: list[dict[str, str] | str] = []
+        for i, item in enumerate(v):
+            where = f"cluster_selectors[{i}]"
+            if isinstance(item, dict):
+                for name in item:
+                    if not _LABEL_NAME.match(name):
+                        raise ValueError(f"{where}: {name!r} is not a Loki label name")
+                if not any(item.values()):
+                    raise ValueError(f"{where}: give at least one label with a non-empty value")
+                out.append(item)
+                continue
+            text = _matcher_text(item, where)
+            pos, positive = 0, False
+            while pos < len(text):
+                m = _MATCHER.match(text, pos)
+                if m is None or m.end() == pos:
+                    raise ValueError(
+                        f"{where}: {text[pos:][:40]!r} is not a label matcher "
+                        '(name="value", name=~"regex", name!="value", name!~"regex")'
+                    )
+                positive = positive or (m.group(2) in ("=", "=~") and len(m.group(3)) > 2)
+                pos = m.end()
+            if not positive:
+                raise ValueError(
+                    f"{where}: needs at least one = or =~ matcher with a non-empty value "
+                    "(a selector of only negative matchers would read every stream)"
+                )
+            out.append(text)
+        return out
 
     @model_validator(mode="after")
     def _auth(self) -> LokiKeys:
@@ -131,3 +187,14 @@ class LokiKeys(HttpBackendConfig):
         if isinstance(self.selectors, str):
             return [self.selectors] if self.selectors else []
         return [f"{k}={logql_string(v)}" for k, v in self.selectors.items()]
+
+    def cluster_stream_selectors(self) -> list[str]:
+        """Each `cluster_selectors` item as a LogQL stream selector, braces included."""
+        out = []
+        for item in self.cluster_selectors:
+            if isinstance(item, str):
+                out.append("{" + item + "}")
+            else:
+                body = ", ".join(f"{k}={logql_string(v)}" for k, v in item.items())
+                out.append("{" + body + "}")
+        return out

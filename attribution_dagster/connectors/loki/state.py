@@ -52,6 +52,7 @@ class Unit:
     start: int
     end: int  # exclusive, like Loki's
     cursor: int = -1
+    selector: str = ""  # a `cluster_selectors` stream selector: read instead of the nodes'
 
     def __post_init__(self) -> None:
         if self.cursor < 0:
@@ -90,6 +91,8 @@ class Fetch:
     stopped: Fatal | None = None
     unknown_hosts: set[str] = field(default_factory=set)
     literals: tuple[str, ...] = ()
+    switch_side: tuple[str, ...] = ()  # literals of switch-side parsers (kept naming no node)
+    cluster_streams: set[Labels] = field(default_factory=set)  # cluster-level streams read
     context: dict[str, int] = field(default_factory=dict)  # literal -> lines wanted after it
     http: httpx.Client | None = None
     matcher: re.Pattern[str] | None = None  # client-side filter when nothing is pushed down

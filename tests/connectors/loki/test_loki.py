@@ -42,6 +42,7 @@ from attribution_dagster.core.config import ClusterConfig
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor
 from attribution_dagster.core.formats.timestamps import TimestampParser
+from attribution_dagster.core.hosts import NodeIndex, re2_escape
 from attribution_dagster.core.locators import QueryAt
 from attribution_dagster.core.settings import Window
 
@@ -670,6 +671,21 @@ def serve_case(case: Path, loki: FakeLoki) -> ExecutionContext:
     return c.model_copy(update={"case_dir": None})
 
 
+def cluster_selectors(case: Path) -> list[str]:
+    """The `cluster_selectors` a cluster shipping this case's logs would configure: its
+    cluster-level directories (`logs/<name that is not a job node>/`: UFM, OpenSM, a leaf
+    switch's syslog, the controller), which serve_case ships with `host=<dir name>`, as one
+    stream selector, evaluated by the fake Loki like any other."""
+    c = pipeline.load_context(case)
+    index = NodeIndex.of(c)
+    dirs = sorted(
+        p.name for p in (case / "logs").iterdir() if p.is_dir() and index.resolve(p.name) is None
+    )
+    if not dirs:
+        return []
+    return [f"host=~{logql_string('|'.join(map(re2_escape, dirs)))}"]
+
+
 def _file_only_samples() -> list[str]:
     return sorted(
         p.name
@@ -735,14 +751,16 @@ LIVENESS_CASES = [
 @pytest.mark.parametrize("sample", _file_only_samples() + [f"heldout/{n}" for n in LIVENESS_CASES])
 def test_every_log_only_sample_from_loki_equals_files(fake_http, sample):
     """Each bundled sample without metrics, and the held-out cases that hinge on silence or
-    progress, served from the fake Loki: status, category and suspect nodes equal the files
-    path (see serve_case for how entries are stamped). Silence and progress come from Loki's
+    progress, served from the fake Loki: status, category, suspect nodes and fault domain
+    equal the files path (see serve_case for how entries are stamped; a case's cluster-level
+    directories are read through `cluster_selectors`). Silence and progress come from Loki's
     liveness queries (count_over_time matrices), never from case files."""
     case = HELDOUT / sample.split("/", 1)[1] if sample.startswith("heldout/") else SAMPLES / sample
     loki = FakeLoki()
     c = serve_case(case, loki)
     loki.install(fake_http)
-    src = client(fake_http.url)
+    # the cluster-level streams (switch-side lines, a controller) as cluster_selectors
+    src = client(fake_http.url, cluster_selectors=cluster_selectors(case))
     # a case's topology (issue 23) is the cluster's: the Loki path reads it as a topology
     # source, as a configured cluster would (switch-side lines need it to name a node)
     topology = ()
@@ -757,6 +775,8 @@ def test_every_log_only_sample_from_loki_equals_files(fake_http, sample):
         want.category,
         want.suspect_nodes,
     )
+    # the switch, its ports and the nodes under it (topology samples) as from files
+    assert got.fault_domain == want.fault_domain
     assert got.coverage[0].status in ("ok", "partial")
     if sample.startswith("heldout/"):  # where each node stopped came from Loki
         raw = pipeline.collect_evidence(None, c, sources=EvidenceSources(logs=(src,)))
