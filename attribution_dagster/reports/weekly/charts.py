@@ -111,6 +111,10 @@ def render_charts(rep: WeeklyReport) -> dict[str, bytes]:
 
 
 def _empty(ax: Any, text: str) -> None:
+    """Say why there is nothing to draw, with no axis: an empty axis reads as a zero."""
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_xlabel("")
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#777")
 
 
