@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import secrets
 import socket
 import sqlite3
