@@ -44,6 +44,7 @@ from attribution_dagster.core.formats.topology import read_topology_dir
 from attribution_dagster.core.hosts import NodeIndex
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
+from attribution_dagster.core.secrets import redact
 from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.core.topology import Topology
 from attribution_dagster.rules import catalog as catalogs
@@ -128,6 +129,8 @@ def collect_evidence(
         )
     raw.dumps = collect_dumps(case, ctx, raw.coverage, sources)
     raw.topology = collect_topology(case, ctx, sources, raw.coverage)
+    for cov in raw.coverage:  # a back-end's answer quoted in an error may echo a credential
+        cov.errors = [redact(e) for e in cov.errors]
     return raw
 
 

@@ -69,7 +69,9 @@ def add_fleet_parsers(sub: Any) -> None:
 
 
 def _fail(msg: str, code: int = EXIT_INPUT) -> int:
-    print(f"attribution: error: {msg}", file=sys.stderr)
+    from attribution_dagster.core.secrets import redact  # an echoed credential, masked
+
+    print(f"attribution: error: {redact(msg)}", file=sys.stderr)
     return code
 
 

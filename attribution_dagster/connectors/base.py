@@ -22,6 +22,7 @@ from attribution_dagster.core.evidence import (
     MetricSample,
     SourceCoverage,
 )
+from attribution_dagster.core.secrets import redact
 from attribution_dagster.core.settings import Window
 
 
@@ -29,11 +30,12 @@ class SourceError(Exception):
     """A back-end could not answer. The message is one line a user can act on.
 
     `transient` says whether trying again may help (timeouts, 429, 5xx, connection
-    refused); an authentication or configuration problem is not transient.
+    refused); an authentication or configuration problem is not transient. A credential
+    the message quotes from a back-end's answer is masked (core/secrets.py).
     """
 
     def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.transient = transient
 
 

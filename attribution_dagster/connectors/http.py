@@ -15,7 +15,8 @@
   deadline) on top of `BackendConfig`.
 
 Tokens are sent as headers and never formatted into a message: errors built here say
-which environment variable to check.
+which environment variable to check. Every secret read is remembered (core/secrets.py),
+so an answer that echoes it is masked wherever it is quoted.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import httpx
 from pydantic import Field
 
 from attribution_dagster.connectors.base import BackendConfig
+from attribution_dagster.core.secrets import remember
 
 
 class HttpSetupError(ValueError):
@@ -193,12 +195,12 @@ def build_client(
     all_headers = {"Accept": "application/json", **(headers or {})}
     auth: httpx.Auth | None = None
     if bearer_token_env:
-        token = env.get(bearer_token_env, "").strip()
+        token = remember(env.get(bearer_token_env, "").strip())
         if not token:
             raise HttpSetupError(f"environment variable {bearer_token_env} is empty")
         all_headers["Authorization"] = f"Bearer {token}"
     elif basic_user is not None:
-        password = env.get(basic_password_env or "", "")
+        password = remember(env.get(basic_password_env or "", ""), user=basic_user) or ""
         if basic_password_env and not password:
             raise HttpSetupError(f"environment variable {basic_password_env} is empty")
         auth = httpx.BasicAuth(basic_user, password)

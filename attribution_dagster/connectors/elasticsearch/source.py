@@ -39,6 +39,7 @@ from attribution_dagster.core.evidence import Anchor, LogBatch, RawRecord, Sourc
 from attribution_dagster.core.formats.kube_events import parse_time
 from attribution_dagster.core.hosts import NodeIndex
 from attribution_dagster.core.locators import SearchHit
+from attribution_dagster.core.secrets import remember
 from attribution_dagster.core.settings import Window
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -134,6 +135,8 @@ class SearchConfig(http.HttpBackendConfig):
         value = (os.environ if environ is None else environ).get(name, "").strip()
         if not value:
             raise SourceError(f"{self.source_name}: environment variable {name} is empty")
+        user = self.basic_user if name == self.basic_password_env else None
+        remember(value, user=user)
         return value
 
 

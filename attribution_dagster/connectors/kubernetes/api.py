@@ -16,6 +16,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from attribution_dagster.core.secrets import remember
+
 
 class KubeConfigError(ValueError):
     """No usable API configuration; the message says which one and why, in one line."""
@@ -66,8 +68,21 @@ def build_api_client(
                     raise KubeConfigError(
                         f"environment variable {token_env} (token_env) is not set"
                     )
-                cfg.api_key = {"authorization": token}
-                cfg.api_key_prefix = {"authorization": "Bearer"}
+                # kubernetes >= 36 reads the key 'BearerToken' (and 'authorization' only
+                # as a fallback, without its prefix); older versions 'authorization'
+                cfg.api_key = {"BearerToken": token, "authorization": token}
+                cfg.api_key_prefix = {"BearerToken": "Bearer", "authorization": "Bearer"}
+    remember_credentials(cfg)
     cfg.retries = 0  # one attempt per request: see the module docstring
     return ApiClient(configuration=cfg)
+
+
+def remember_credentials(cfg: Any) -> None:
+    """Every credential the configuration holds (token_env, a kubeconfig user's token or
+    password, the service account's token) as a secret never to print (core/secrets.py)."""
+    for value in (getattr(cfg, "api_key", None) or {}).values():
+        token = str(value or "").strip()
+        remember(token)
+        remember(token.removeprefix("Bearer ").strip())
+    remember(getattr(cfg, "password", None) or None, user=getattr(cfg, "username", None))
 

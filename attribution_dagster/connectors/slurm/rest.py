@@ -36,6 +36,7 @@ from attribution_dagster.connectors.slurm.records import (
     to_context,
 )
 from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.secrets import remember
 
 # --------------------------------------------------------------------------- slurmrestd
 
@@ -69,6 +70,7 @@ class RestClient:
         token = self.env.get(self.config.jwt_env, "").strip()
         if token.startswith("SLURM_JWT="):  # pasted straight from `scontrol token`
             token = token.split("=", 1)[1]
+        remember(token)
         if not token:
             raise SchedulerError(
                 f"slurmrestd at {self.base} needs a JWT: set ${self.config.jwt_env} "
