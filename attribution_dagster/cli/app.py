@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from attribution_dagster import __version__
 from attribution_dagster.cli.args import add_config_arg, positive_int, seconds
 from attribution_dagster.connectors.base import JobNotFound, SourceError
@@ -455,6 +457,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{e} ({what})", EXIT_SOURCE)
     except BrokenPipeError:
         return EXIT_OK
+    except SQLAlchemyError as e:  # the results database: unreachable, login refused, locked
+        first = (str(getattr(e, "orig", None) or e).strip().splitlines() or ["?"])[0]
+        return _fail(f"the results database could not be used: {first} (check --db or "
+                     "sink.url in attribution.yaml)", EXIT_SOURCE)
     except Exception as e:  # last line of defence: one line, never a traceback by default
         if args.debug:
             raise

@@ -261,3 +261,17 @@ def test_a_bad_back_end_key_names_cluster_block_and_key(
     assert r.returncode == 2, r.stderr
     err = r.stderr.strip()
     assert "\n" not in err and str(bad) in err and expected in err, err
+
+
+def test_an_unreachable_results_database_is_one_line_and_exit_4(capsys) -> None:
+    """`report` against a PostgreSQL that does not answer: exit 4 (a back-end could not
+    answer), one line naming the database, no 'internal error', no password."""
+    from attribution_dagster.cli.app import main
+
+    code = main(["report", "--week", "2026-W45", "--db",
+                 "postgresql+psycopg2://user:hunter2-secret@127.0.0.1:1/results"])
+    out, err = capsys.readouterr()
+    assert code == 4 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "results database" in err and "internal error" not in err
+    assert "hunter2-secret" not in err
