@@ -65,7 +65,8 @@ NOISE = [
     "grad_norm 1.{b} tokens/s 41{a}{b}",
     "{sys} {node} chronyd[812]: Selected source 10.0.{a}.{b}",
     "{sys} {node} dcgm-exporter[2211]: collected {a}{b} metrics in {b}ms",
-    "{sys} {node} slurmd[1433]: launch task StepId={n}.0 request from UID:1000",
+    # not `launch task ...`: that is an anchor now (the Slurm step launch, a clock anchor)
+    "{sys} {node} slurmd[1433]: debug:  _rpc_acct_gather_update: sent {n} bytes",
     # without `; OOB <if>`: that is an anchor now (node_address, the job's own NCCL lines)
     "{node}:{n}:{a} [{b}] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB",
 ]
@@ -217,7 +218,7 @@ def run(
         "records": cov.records,
         "status": cov.status,
         "seconds": round(seconds, 1),
-        "_records": sorted((r.node, r.locator, r.text) for r in records),
+        "_records": sorted((r.node, r.locator.render(), r.text) for r in records),
     }
 
 
