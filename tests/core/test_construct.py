@@ -43,3 +43,16 @@ def test_models_with_mutable_defaults_are_refused() -> None:
 
     with pytest.raises(TypeError, match="default factory"):
         constructor(WithList)
+
+
+def test_frozen_models_share_their_fields_set_and_copies_stay_apart() -> None:
+    """Built records of one call shape share one `fields_set` (a third of their memory);
+    model_copy gives the copy its own, so the shared one never changes."""
+    build = constructor(RawRecord)
+    line = constructor(FileLine)
+    a, b = (build(source="files", node="n", locator=line(root="r", path="p", line=i), time=T,
+                  text="x") for i in (1, 2))
+    assert a.model_fields_set is b.model_fields_set
+    c = a.model_copy(update={"count": 4})
+    assert "count" in c.model_fields_set and "count" not in a.model_fields_set
+    assert a.model_fields_set == {"source", "node", "locator", "time", "text"}

@@ -227,6 +227,7 @@ class Reader:
             if res.error:
                 cov.errors.append(res.error)
                 failed += 1
+            stream = job.path.name  # one string for every record of the file
             for lineno, t, quality, text in res.records:
                 # the whole record: a pretty-printed Event names its node lines after the
                 # `"eventTime"` line the record starts at (the API door sees it whole)
@@ -248,7 +249,7 @@ class Reader:
                         time_quality=quality,
                         time_latest=res.latest.get(lineno),
                         text=text,
-                        stream=job.path.name,
+                        stream=stream,
                         count=rep[0] if rep else 1,
                         time_last=rep[2] if rep else None,
                         text_last=rep[3] if rep else None,
@@ -257,6 +258,7 @@ class Reader:
                         else None,
                     )
                 )
+            res.records = []  # the scanner's tuples, now records: free them file by file
             if job.node == CLUSTER_NODE:
                 continue  # where a cluster-level file stops says nothing about a job node
             if res.progress is not None:  # where training stopped advancing (engine)
