@@ -123,6 +123,24 @@ def test_same_named_switches_of_two_clusters_are_kept_apart(tmp_path) -> None:
         "ib1/ib-leaf-07 port 5", "ib2/ib-leaf-07 port 5"]
 
 
+def test_same_named_nodes_of_two_clusters_are_not_one_repeat_offender(tmp_path) -> None:
+    """`node-b` of cluster ib1 and `node-b` of ib2, each suspect once in the week: across the
+    fleet they are two nodes, neither a drain candidate; within ib1, two jobs on its node-b
+    make it one."""
+    url = f"sqlite:///{tmp_path}/r.db"
+    sink = SqlSink(url)
+    t = W47 + timedelta(days=1)
+    for cluster, job in (("ib1", "9101"), ("ib2", "9102"), ("ib1", "9103")):
+        r = _result(job, t, "gpu.lost", None, nodes=["node-b"]).model_copy(
+            update={"cluster": cluster})
+        sink.write([r], contexts=[_ctx(job, t, ["node-b"]).model_copy(update={"cluster": cluster})])
+    fleet = report.repeat_offenders(sink, W47, W47 + timedelta(days=7), None)
+    assert [(o.kind, o.name, o.jobs) for o in fleet] == [
+        ("node", "ib1/node-b", ["ib1/9101", "ib1/9103"])]
+    ib2 = report.repeat_offenders(sink, W47, W47 + timedelta(days=7), "ib2")
+    assert ib2 == []
+
+
 def _dbs() -> list:
     return [
         pytest.param("sqlite", id="sqlite"),
@@ -252,7 +270,7 @@ def test_report_json_holds_the_tables(fleet_url, capsys):
     assert port.cable_suspect and port.recommendation == report.CABLE_SUSPECT
     assert port.weeks == {"2026-W46": 1, "2026-W47": 1}
     sw = next(o for o in doc.offenders if o.kind == "switch")
-    assert (sw.name, sw.jobs_hurt) == ("ib-leaf-07", 2)
+    assert (sw.name, sw.jobs_hurt) == ("ib1/ib-leaf-07", 2)  # fleet scope: with its cluster
     assert len(doc.failed_jobs) == 4 and doc.this_week.failed == 4
     assert doc.figures["infrastructure failures"] == 4
     assert doc.figures["cable or transceiver suspects"] == 1

@@ -116,13 +116,14 @@ def test_planted_repeat_offenders_are_found(warehouse):
     url, _, _ = warehouse
     rep = report.build_report(url, "2026-W46")  # the fleet scope
     found = {(o.kind, o.name): o for o in rep.offenders}
+    at = f"{week_data.CLUSTER}/"  # across the fleet a suspect is named with its cluster
     node, pci, n = week_data.PLANTED_GPU
-    gpu = found[("gpu", f"{node}/{pci}")]
+    gpu = found[("gpu", f"{at}{node}/{pci}")]
     assert len(gpu.jobs) == n and gpu.categories == {"gpu.lost": n}
     pnode, port, n_port = week_data.PLANTED_PORT
-    assert len(found[("port", f"{pnode}/{port}")].jobs) == n_port
+    assert len(found[("port", f"{at}{pnode}/{port}")].jobs) == n_port
     sw_nodes, sw_port, n_sw = week_data.PLANTED_SWITCH
-    switch = found[("switch", f"{sw_port} @ {','.join(sw_nodes)}")]
+    switch = found[("switch", f"{at}{sw_port} @ {','.join(sw_nodes)}")]
     assert len(switch.jobs) == n_sw and all(j.startswith("atlas/") for j in switch.jobs)
     assert all(len(o.jobs) >= 2 for o in rep.offenders)
     # the previous week's jobs do not leak into this week's offenders
@@ -212,7 +213,8 @@ def test_report_asset_and_schedule(warehouse, tmp_path, instance):
     assert len(jobs.records) == min(t.failed, 100)
     assert {r.data["class"] for r in jobs.records[:5]} == {report.INFRA}  # worst first
     off = meta["repeat offenders (drain candidates)"].value
-    gpu = next(r.data for r in off.records if r.data["suspect"] == "gpu-0666/0000:ab:00")
+    gpu = next(r.data for r in off.records
+               if r.data["suspect"] == f"{week_data.CLUSTER}/gpu-0666/0000:ab:00")
     assert gpu["jobs hurt"] == "5" and gpu["recommendation"].startswith("drain candidate")
     assert "never drains" in meta["recommendations"].value
 

@@ -50,20 +50,24 @@ def repeat_offenders(
     )
     no_job = ~exists().where(j.c.cluster == r.c.cluster, j.c.job_id == r.c.job_id)
     in_week = week_job | (no_job & (r.c.analyzed_at >= start) & (r.c.analyzed_at < end))
-    # Only names that recur at all: the database does the first cut.
+    # Only names that recur at all: the database does the first cut. A name is a cluster's
+    # own (two clusters both have a `node-b`, an `ib-leaf-07`): grouped per cluster, and
+    # across the fleet named with it.
     infra = or_(*[r.c.category.startswith(p) for p in INFRA_PREFIXES])
     recurring = (
-        select(s.c.kind, s.c.name)
+        select(s.c.kind, s.c.name, r.c.cluster)
         .select_from(s.join(r, r.c.id == s.c.result_id))
         .where(in_week, infra, scope_clause(r, cluster))
-        .group_by(s.c.kind, s.c.name)
-        .having(func.count(func.distinct(r.c.cluster + "/" + r.c.job_id)) >= min_jobs)
+        .group_by(s.c.kind, s.c.name, r.c.cluster)
+        .having(func.count(func.distinct(r.c.job_id)) >= min_jobs)
     ).subquery()
     q = (
         select(s.c.kind, s.c.name, r.c.cluster, r.c.job_id, r.c.category)
         .select_from(
             s.join(r, r.c.id == s.c.result_id).join(
-                recurring, and_(recurring.c.kind == s.c.kind, recurring.c.name == s.c.name)
+                recurring,
+                and_(recurring.c.kind == s.c.kind, recurring.c.name == s.c.name,
+                     recurring.c.cluster == r.c.cluster),
             )
         )
         .where(in_week, infra, scope_clause(r, cluster))
@@ -73,9 +77,10 @@ def repeat_offenders(
     with sink.engine.connect() as conn:
         for kind, name, cl, job, cat in conn.execute(q):
             ref = f"{cl}/{job}" if cl else job
-            if ref not in jobs[(kind, name)]:
-                jobs[(kind, name)].add(ref)
-                cats[(kind, name)][cat or "?"] += 1
+            key = (kind, f"{cl}/{name}" if cluster is None and cl else name)
+            if ref not in jobs[key]:
+                jobs[key].add(ref)
+                cats[key][cat or "?"] += 1
     found = [
         Offender(kind=k, name=n, jobs=sorted(js), categories=dict(cats[(k, n)].most_common()))
         for (k, n), js in jobs.items()
