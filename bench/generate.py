@@ -245,10 +245,12 @@ def _kern_file(
     )
 
 
-def nccl_init_lines(host: str, node: int, nodes: int, comms: int, rng: random.Random) -> bytes:
+def nccl_init_lines(
+    host: str, node: int, nodes: int, comms: int, rng: random.Random, channels: int = 4
+) -> bytes:
     """NCCL_DEBUG=INFO communicator init of one node's 8 ranks: `comm 0x... rank R nRanks N
     ... - Init COMPLETE` per rank and communicator (TP of 8, DP of `nodes`, the world), with
-    `Channel` and `Connected all rings` chatter, untimed as NCCL writes them."""
+    `channels` `Channel` lines and `Connected all rings` chatter, untimed as NCCL writes them."""
     out = []
     world = nodes * 8
     for c in range(comms):
@@ -270,7 +272,7 @@ def nccl_init_lines(host: str, node: int, nodes: int, comms: int, rng: random.Ra
                     f"cudaDev {lr} nvmlDev {lr} busId {lr}b000 commId 0x{comm_id:016x}"
                     " - Init COMPLETE\n"
                 )
-            for ch in range(4):
+            for ch in range(channels):
                 out.append(
                     f"{pfx} Channel {ch:02d}/0 : {lr}[{lr}] -> {(lr + 1) % 8}[{(lr + 1) % 8}]"
                     " via P2P/CUMEM/read\n"
@@ -284,9 +286,24 @@ def gen_nccl_init(out: Path, scale: float = 1.0, seed: int = 11) -> Path:
     """64 nodes; each app.log opens with `comms` communicators x 8 ranks of NCCL INFO init
     (about 2,000 `Init COMPLETE` and 12,000 chatter lines per node at scale 1), then training
     and the usual chatter; the cause: XID 79 on node-017."""
+    return _nccl_init_case(out, scale, 250, 4, 20, seed, "nccl-init")
+
+
+def gen_nccl_init_1g4(out: Path, scale: float = 1.0, seed: int = 16) -> Path:
+    """The issue's real job: 64 nodes, 1.4 GB with NCCL_DEBUG=INFO (22 MB per node at scale 1).
+    Each app.log opens with 875 communicators x 8 ranks of init: 7,000 `Init COMPLETE` lines
+    per node (the issue's 8-node cut: 57,071 of 57,442 observations), each rank's 16 `Channel`
+    and 2 `Connected all` lines per communicator, then training at 40 lines a second; the
+    cause: XID 79 on node-017."""
+    return _nccl_init_case(out, scale, 875, 16, 40, seed, "nccl-init-1g4")
+
+
+def _nccl_init_case(
+    out: Path, scale: float, comms_1: int, channels: int, app_ps: int, seed: int, job: str
+) -> Path:
     rng = random.Random(seed)
     nodes = max(2, int(64 * min(scale, 1.0))) if scale < 1 else 64
-    comms = int(250 * scale)
+    comms = int(comms_1 * scale)
     names = [f"node-{i:03d}" for i in range(nodes)]
     bad = names[min(17, nodes - 1)]
     fail_at = START + FAIL_AFTER
@@ -299,16 +316,16 @@ def gen_nccl_init(out: Path, scale: float = 1.0, seed: int = 11) -> Path:
         )
         with open(d / "app.log", "wb") as fh:
             fh.write(iso_ts(START) + b",000 INFO train.py:80 initializing process groups\n")
-            fh.write(nccl_init_lines(host, i, nodes, comms, rng))
+            fh.write(nccl_init_lines(host, i, nodes, comms, rng, channels))
         tail = symptom_app(host, i * 8 + 3, fail_at + timedelta(seconds=30 + i % 5), bad)
         with open(d / "app.log", "ab") as fh:
-            body = app_template(host, 20, rng, False)
+            body = app_template(host, app_ps, rng, False)
             for s in range(60, app_secs):
                 fh.write(body.replace(TS, iso_ts(START + timedelta(seconds=s))))
             fh.write(tail)
     _context(
         out,
-        f"nccl-init-{nodes}",
+        f"{job}-{nodes}",
         names,
         fail_at + timedelta(seconds=150),
         {"category": "gpu.lost", "node": bad},
@@ -469,6 +486,136 @@ def gen_today(out: Path, scale: float = 1.0, seed: int = 7) -> Path:
     return generate(out, 64, int(200_000 * scale), seed=seed)
 
 
+HOST = b"@HOST@"
+
+
+def fleet_app_template(per_second: int, rng: random.Random, noisy: bool) -> bytes:
+    """One second of a node's app.log (8 local ranks under torchrun) for any host: step lines
+    of every local rank, NCCL INFO chatter of lazily created communicators (NET/IB channels,
+    proxy threads), a warning in the noisy second. `@HOST@` and `@TS@` are filled in later."""
+    host = HOST.decode()
+    lines = []
+    for i in range(per_second):
+        ms = 1000 * i // max(per_second, 1)
+        lr = i % 8
+        r = rng.random()
+        if noisy and i == per_second - 1:
+            lines.append(
+                TS
+                + f",{ms:03d} WARNING [default{lr}] torch/distributed/c10d_logger.py:83 "
+                "ProcessGroupNCCL: no NCCL_ASYNC_ERROR_HANDLING set, using default\n".encode()
+            )
+        elif r < 0.22:
+            ch, peer = rng.randint(0, 31), rng.randint(0, 8191)
+            text = (
+                f"{host}:{4000 + lr}:{4200 + lr} [{lr}] NCCL INFO Channel {ch:02d}/1 : "
+                f"{peer}[{lr}] -> {(peer + 8) % 8192}[{lr}] [send] via NET/IB/{lr}/GDRDMA\n"
+            )
+            lines.append(text.encode())
+        elif r < 0.25:
+            lines.append(
+                f"{host}:{4000 + lr}:{4300 + lr} [{lr}] NCCL INFO [Proxy Service] Device {lr} "
+                f"CPU core {rng.randint(0, 111)}\n".encode()
+            )
+        elif r < 0.27:
+            lines.append(
+                TS
+                + f",{ms:03d} INFO [default{lr}] checkpoint.py:141 async save queued "
+                f"shard={rng.randint(0, 8191)} bytes={rng.randint(10**8, 10**9)}\n".encode()
+            )
+        else:
+            lines.append(
+                TS
+                + f",{ms:03d} INFO [default{lr}] train.py:212 step={rng.randint(1, 10**6)} "
+                f"loss={rng.uniform(1, 3):.4f} lr=3.0e-04 tokens/s={rng.randint(90000, 120000)} "
+                f"grad_norm={rng.uniform(0.1, 2):.3f} mfu={rng.uniform(0.35, 0.45):.3f}\n".encode()
+            )
+    return b"".join(lines)
+
+
+def _timeline(make, begin: datetime, seconds: int, fmt, every: int) -> bytes:
+    """`seconds` seconds of per-second templates (7 clean ones rotated, a noisy one every
+    `every`), stamps filled in: one host-neutral body, rendered once."""
+    clean = [make(False) for _ in range(7)]
+    noisy = make(True)
+    return b"".join(
+        (noisy if s % every == every - 1 else clean[s % 7]).replace(
+            TS, fmt(begin + timedelta(seconds=s))
+        )
+        for s in range(seconds)
+    )
+
+
+def gen_fleet(out: Path, scale: float = 1.0, seed: int = 17) -> Path:
+    """A 1,024-node job of about 10 GB (10 MB per node at scale 1; `scale` < 1 also shrinks
+    the node count, down to 8). Each node: app.log (its 8 ranks' NCCL_DEBUG=INFO init of 6
+    communicators, 48 `Init COMPLETE` lines; 40 minutes of step lines and NCCL INFO chatter at
+    24 lines a second; then, ten minutes after the hang, every rank's watchdog timeout,
+    teardown and ChildFailedError) and kern.log (syslog chatter at 8 lines a second, an hour).
+    The cause: node-0613's IB port goes down (mlx5 `Link down` in its kern.log, NCCL's
+    `NET/IB : mlx5_3:1 Got async event : port error` in its app.log) and the job hangs.
+
+    Fast: each file's body is rendered once per variant with `@HOST@` for the host name and
+    written per node with one `bytes.replace`; only the init and the ending are per node."""
+    rng = random.Random(seed)
+    nodes = max(8, round(1024 * scale)) if scale < 1 else 1024
+    per_node = scale * 1024 / nodes  # the total stays scale x 10 GB
+    names = [f"node-{i:04d}" for i in range(nodes)]
+    bad = names[min(613, nodes - 1)]
+    fail_at = START + FAIL_AFTER
+    hang = timedelta(seconds=600)
+    kern_pre = int((FAIL_AFTER + KERN_LEAD).total_seconds())
+    kern_post = int(hang.total_seconds()) + 60
+    app_secs = int(FAIL_AFTER.total_seconds())
+    kern_ps = max(1, round(8 * per_node))
+    app_ps = max(1, round(24 * per_node))
+    variants = []
+    for _ in range(4):
+        kmake = lambda n: kern_template(HOST.decode(), kern_ps, rng, n)  # noqa: E731
+        variants.append(
+            (
+                _timeline(kmake, START - KERN_LEAD, kern_pre, syslog_ts, 120),
+                _timeline(kmake, fail_at + timedelta(seconds=1), kern_post, syslog_ts, 120),
+                _timeline(
+                    lambda n: fleet_app_template(app_ps, rng, n), START, app_secs, iso_ts, 300
+                ),
+            )
+        )
+    link_down = b" @HOST@ kernel: [612345.548779] mlx5_core 0000:c1:00.0 ibp193s0f0: Link down\n"
+    for i, host in enumerate(names):
+        h = host.encode()
+        kern_a, kern_b, app_body = variants[i % 4]
+        d = out / "logs" / host
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "kern.log", "wb") as fh:
+            fh.write(kern_a.replace(HOST, h))
+            if host == bad:
+                fh.write(syslog_ts(fail_at) + link_down.replace(HOST, h))
+            fh.write(kern_b.replace(HOST, h))
+        with open(d / "app.log", "wb") as fh:
+            fh.write(
+                iso_ts(START) + b",000 INFO [default0] train.py:80 initializing process groups\n"
+            )
+            fh.write(nccl_init_lines(host, i, nodes, 6, rng))
+            fh.write(app_body.replace(HOST, h))
+            if host == bad:
+                fh.write(
+                    f"{host}:4003:4190 [3] NCCL WARN NET/IB : mlx5_3:1 Got async event : "
+                    "port error\n".encode()
+                )
+            for lr in range(8):
+                t = fail_at + hang + timedelta(seconds=20 + lr)
+                fh.write(symptom_app(host, i * 8 + lr, t, ""))
+    _context(
+        out,
+        f"fleet-{nodes}",
+        names,
+        fail_at + hang + timedelta(seconds=120),
+        {"category": "network.fabric", "node": bad},
+    )
+    return out
+
+
 PROFILES = {
     "nccl_init": gen_nccl_init,
     "xid_storm": gen_xid_storm,
@@ -476,7 +623,11 @@ PROFILES = {
     "week_steps": gen_week,
     "long_lines": gen_long_lines,
     "today": gen_today,
+    # opt-in (not in `make bench`: minutes to generate, GBs of disk): `make bench-10g`
+    "nccl_init_1g4": gen_nccl_init_1g4,
+    "fleet_1024": gen_fleet,
 }
+OPT_IN = ("nccl_init_1g4", "fleet_1024")
 
 
 def main(argv: list[str] | None = None) -> int:
