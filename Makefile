@@ -7,7 +7,7 @@ CASES  ?= samples
 
 PORT ?= 3000
 
-.PHONY: setup run test bench bench-week bench-scale up down quality ui screenshots screenshot lint docs clean
+.PHONY: setup run test bench bench-10g bench-week bench-scale up down quality ui screenshots screenshot lint docs clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/dagster_path.py
 	$(BIN)/python bench/topology.py
 	$(BIN)/python bench/quality.py
+
+## The opt-in 1,024-node ~10 GB job (bench/generate.py fleet_1024): 10 GB under
+## /tmp/attr-bench/profiles, about a minute to generate, minutes to measure.
+bench-10g: $(STAMP)
+	$(BIN)/python bench/profiles.py --only fleet_1024
 
 ## Quality per labelled set (held-out h*, real-threads, samples), through the Dagster per-job
 ## path and directly: top-1/top-3 suspect node, precision/recall per category, abstention,
