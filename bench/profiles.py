@@ -165,14 +165,14 @@ def measure(name: str, case: Path, repeat: int, analyze: list[str]) -> dict:
 
 HEAD = (
     f"{'profile':14} {'MB':>7} {'files':>5} {'grep s':>7} {'cat s':>6} {'ours s':>7} "
-    f"{'x grep':>6} {'x cat':>6} {'RSS MB':>6}  {'answer':6}  targets"
+    f"{'x grep':>7} {'x cat':>7} {'RSS MB':>6}  {'answer':6}  targets"
 )
 
 
 def row_text(r: dict) -> str:
     return (
         f"{r['profile']:14} {r['mb']:7} {r['files']:5} {r['grep_s']:7.2f} {r['cat_s']:6.2f} "
-        f"{r['ours_s']:7.2f} {r['x_grep']:5.2f}x {r['x_cat']:5.2f}x {r['rss_mb']:6}  "
+        f"{r['ours_s']:7.2f} {r['x_grep']:6.2f}x {r['x_cat']:6.2f}x {r['rss_mb']:6}  "
         f"{'right' if r['right'] else 'WRONG':6}  {targets_text(r['profile'], r['meets'])}"
         + ("" if r["right"] else f"  got {r['got']}")
     )
