@@ -45,9 +45,31 @@ def decode_exit_signal(groups: dict[str, str | None], text: str, draft: Draft) -
     return True
 
 
-_ROOT = re.compile(r"Root Cause \(first observed failure\)")
+_ROOT_TEXT = "Root Cause (first observed failure)"
+_FAILURE_HEAD = re.compile(r"^\s*\[\d+\]:\s*$")  # `[0]:`, one per failure listed
+# where in the text such lines can be (before their prefixes are stripped): the root-cause
+# text, a line ending in `]:`; a JSON log line (read through its message) is no suffix
+_ROOT_AT = re.compile(re.escape(_ROOT_TEXT))
+_HEAD_AT = re.compile(r"\]:[^\S\n]*$", re.M)
 _BLOCK_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*?)\s*$")
+_RANK_TXT = re.compile(r"(\d+)(?: \(local_rank: (\d+)\))?")
+_EXIT_TXT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
 _SIGNAL_TXT = re.compile(r"Signal (\d+) \((SIG\w+)\)")
+
+
+def _jsonish(line: str) -> bool:
+    """A JSON log line: its message, not a suffix of the line, is what `strip_prefix` reads."""
+    return line.lstrip(" \t")[:1] == "{"
+
+
+def _has_json_line(text: str) -> bool:
+    """Does a line of `text` start (after spaces / tabs) with `{`?"""
+    i = text.find("{")
+    while i != -1:
+        if not text[text.rfind("\n", 0, i) + 1 : i].strip(" \t"):
+            return True
+        i = text.find("{", i + 1)
+    return False
 
 
 @decoder(
@@ -65,40 +87,72 @@ _SIGNAL_TXT = re.compile(r"Signal (\d+) \((SIG\w+)\)")
     ],
 )
 def decode_child_failed(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
-    """Read the torchrun summary block that follows a ChildFailedError line, when present."""
-    lines = [strip_prefix(ln) for ln in text.split("\n")]
-    start = next((i for i, ln in enumerate(lines) if _ROOT.search(ln)), None)
+    """Read the torchrun summary block that follows a ChildFailedError line, when present.
+
+    The text is the line and its 32 following lines (8,192 of them in a large job's
+    fallout), so lines are read without their prefixes only where it can matter: a stripped
+    line is a suffix of the line (a JSON line aside), so a line without the root-cause text,
+    or not ending in `]:`, cannot be the root-cause header or a failure's `[N]:`."""
+    raw = text.split("\n")
+    stripped: dict[int, str] = {}
+
+    def line(i: int) -> str:
+        s = stripped.get(i)
+        if s is None:
+            s = stripped[i] = strip_prefix(raw[i])
+        return s
+
     attrs = draft["attrs"]
-    attrs["failures"] = sum(1 for ln in lines if re.match(r"^\s*\[\d+\]:\s*$", ln))
+    if not _has_json_line(text):  # the usual case: candidate lines found in one pass
+        roots = (text.count("\n", 0, m.start()) for m in _ROOT_AT.finditer(text))
+        start = next((i for i in roots if _ROOT_TEXT in line(i)), None)
+        heads = (text.count("\n", 0, m.start()) for m in _HEAD_AT.finditer(text))
+        attrs["failures"] = sum(1 for i in heads if _FAILURE_HEAD.match(line(i)))
+    else:
+        start = next(
+            (
+                i
+                for i, ln in enumerate(raw)
+                if (_ROOT_TEXT in ln or _jsonish(ln)) and _ROOT_TEXT in line(i)
+            ),
+            None,
+        )
+        attrs["failures"] = sum(
+            1
+            for i, ln in enumerate(raw)
+            if (ln.rstrip().endswith("]:") or _jsonish(ln)) and _FAILURE_HEAD.match(line(i))
+        )
     if start is None:
         # no root-cause section in view: fall back to the first failure listed, if any
         start = 0
     seen: dict[str, str] = {}
-    for ln in lines[start + 1 :]:
+    for i in range(start + 1, len(raw)):
+        ln = line(i)
         m = _BLOCK_FIELD.match(ln)
         if m and m.group(1) not in seen:
             seen[m.group(1)] = m.group(2)
-        if ln.strip().startswith("====") and seen:
+        if seen and ln.strip().startswith("===="):
             break
     if "host" in seen:
         attrs["host"] = seen["host"]
         draft["node_host"] = seen["host"]
     if "rank" in seen:
-        m = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", seen["rank"])
+        m = _RANK_TXT.match(seen["rank"])
         if m:
             attrs["rank"] = int(m.group(1))
             if m.group(2):
                 attrs["local_rank"] = int(m.group(2))
     if "exitcode" in seen:
-        m = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", seen["exitcode"])
+        m = _EXIT_TXT.match(seen["exitcode"])
         if m:
-            attrs["exit_code"] = int(m.group(1))
-            draft["fields"]["code"] = int(m.group(1))
+            code = int(m.group(1))
+            attrs["exit_code"] = code
+            draft["fields"]["code"] = code
             if m.group(2):
                 attrs["pid"] = int(m.group(2))
-            if int(m.group(1)) < 0:
-                attrs["signal"] = -int(m.group(1))
-                attrs["signal_name"] = signal_name(-int(m.group(1)))
+            if code < 0:
+                attrs["signal"] = -code
+                attrs["signal_name"] = signal_name(-code)
     if "traceback" in seen:
         m = _SIGNAL_TXT.search(seen["traceback"])
         if m:
@@ -106,7 +160,7 @@ def decode_child_failed(groups: dict[str, str | None], text: str, draft: Draft) 
             attrs["signal_name"] = m.group(2)
     if "time" in seen:
         attrs["failed_at"] = seen["time"]
-    parts = [lines[0].strip()] + [f"{k}: {v}" for k, v in seen.items() if k != "error_file"]
+    parts = [line(0).strip()] + [f"{k}: {v}" for k, v in seen.items() if k != "error_file"]
     draft["excerpt"] = " | ".join(parts)
     return True
 

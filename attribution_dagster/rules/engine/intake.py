@@ -62,11 +62,12 @@ def in_scope(
     untimed line is an interval and is dropped only when all of it lies outside."""
     window = settings.window(ctx)
     by_short = {n.split(".")[0].lower(): n for n in ctx.nodes}
+    job_nodes = set(ctx.nodes)  # a 1,024-node job: membership per observation is a lookup
     kept: list[Observation] = []
     off_node: set[str] = set()
     off_time = 0
     for obs in observations:
-        node = obs.node if obs.node in ctx.nodes else by_short.get(obs.node.split(".")[0].lower())
+        node = obs.node if obs.node in job_nodes else by_short.get(obs.node.split(".")[0].lower())
         if node is None:
             off_node.add(obs.node)
             continue

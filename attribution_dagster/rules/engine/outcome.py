@@ -83,6 +83,7 @@ def _fold(
 ) -> list[ChainLink]:
     """One link per (role, node, kind, device, code), counting the identical ones."""
     folded: dict[tuple[Any, ...], ChainLink] = {}
+    counts: dict[tuple[Any, ...], int] = {}  # the folded links' counts, set once at the end
 
     def when(it: Item) -> tuple[datetime, str]:
         return (shown[id(it)][0] or FAR_FUTURE, it.obs.node)
@@ -92,9 +93,9 @@ def _fold(
             o = it.obs
             key = (role, o.node, o.kind, o.gpu, o.pci, o.code)
             if key in folded:
-                link = folded[key]
-                folded[key] = link.model_copy(update={"count": link.count + o.count})
+                counts[key] += o.count
                 continue
+            counts[key] = o.count
             t_lo, t_hi = shown[id(it)]
             folded[key] = ChainLink(
                 time=t_lo,
@@ -110,7 +111,10 @@ def _fold(
                 count=o.count,
                 time_quality=o.time_quality,
             )
-    return list(folded.values())
+    return [
+        link if link.count == counts[key] else link.model_copy(update={"count": counts[key]})
+        for key, link in folded.items()
+    ]
 
 
 def _cap(links: list[ChainLink], cap: int) -> list[ChainLink]:

@@ -75,9 +75,10 @@ def converge_on_peer(
     ranks = learn_ranks(ctx, observations)
     named: dict[str, set[str]] = defaultdict(set)
     about: dict[int, str] = {}
+    job_nodes = set(ctx.nodes)
     for it in causes + symptoms:
         target = peer_node(it.obs, index, ranks)
-        if target is not None and target != it.obs.node and it.obs.node in ctx.nodes:
+        if target is not None and target != it.obs.node and it.obs.node in job_nodes:
             named[target].add(it.obs.node)
             about[id(it)] = target
     complaining = {
