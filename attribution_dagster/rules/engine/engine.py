@@ -84,9 +84,7 @@ class RuleEngine:
         key = (obs.kind, gpu_model, state)
         rules = self._applicable.get(key)
         if rules is None:
-            rules = tuple(
-                r for r in self._by_kind.get(obs.kind, ()) if r.applies(gpu_model, state)
-            )
+            rules = tuple(r for r in self._by_kind.get(obs.kind, ()) if r.applies(gpu_model, state))
             self._applicable[key] = rules
         for rule in rules:
             if rule.match.test(obs):

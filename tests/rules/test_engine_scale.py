@@ -1,0 +1,189 @@
+"""The engine's cost follows observations, not observations x nodes or x rules (issue 16).
+
+A 1,024-node job's collective fallout is ~20,000 observations. Each shortcut here must give
+the answer the plain reading gives: the first applicable rule over the whole rule list, the
+median of the other nodes' last lines, the job's last progress per symptom. The plain
+readings are written out in these tests and compared on varied inputs.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from attribution_dagster.core.context import ExecutionContext, JobState
+from attribution_dagster.core.observation import Observation
+from attribution_dagster.rules.engine import load_engine
+from attribution_dagster.rules.engine.items import Item
+from attribution_dagster.rules.engine.liveness import Seen, Theirs
+from attribution_dagster.rules.engine.progress import outlived, outlived_ids
+from attribution_dagster.rules.engine.rulebook import Match
+
+ENGINE = load_engine()
+T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
+_n = iter(range(1, 10**7))
+
+
+def ob(kind: str, node: str, minute: float, stream: str = "app.log", **kw: Any) -> Observation:
+    return Observation(
+        kind=kind,
+        node=node,
+        time=T0 + timedelta(minutes=minute),
+        excerpt=kw.pop("excerpt", f"{kind} line"),
+        source="files",
+        locator=f"logs/{node}/{stream}:{next(_n)}",
+        parser="test",
+        **kw,
+    )
+
+
+def _gpu_models() -> list[str | None]:
+    named = {m for r in ENGINE.rules for m in (r.gpu_models or [])}
+    return [None, "NVIDIA H100 80GB HBM3", "A100-SXM4-80GB", *sorted(named)]
+
+
+def test_classify_gives_the_first_applicable_rule_of_the_whole_list() -> None:
+    """Every rule's example (and the same observation on other GPU models and job states)
+    is classified as the plain scan over all rules in file order classifies it."""
+
+    def plain(o: Observation, gpu_model: str | None, state: JobState | None) -> Any:
+        return next(
+            (r for r in ENGINE.rules if r.match.test(o) and r.applies(gpu_model, state)), None
+        )
+
+    examples = [r.example.observation("node-a", T0) for r in ENGINE.rules]
+    examples.append(ob("no_such_kind_anywhere", "node-a", 1))
+    checked = 0
+    for gpu_model in _gpu_models():
+        for state in [None, *JobState]:
+            for o in examples:
+                assert ENGINE.classify(o, gpu_model, state) is plain(o, gpu_model, state), (
+                    o.kind,
+                    gpu_model,
+                    state,
+                )
+                checked += 1
+    assert checked >= len(ENGINE.rules) * 10
+
+
+def test_classify_tests_only_the_rules_of_the_observations_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Classifying an observation costs the rules of its kind, not the whole catalog."""
+    tested: list[tuple[str, ...]] = []
+    real = Match.test
+
+    def counting(self: Match, obs: Observation) -> bool:
+        tested.append(self.kinds)
+        return real(self, obs)
+
+    monkeypatch.setattr(Match, "test", counting)
+    o = ob("collective_timeout", "node-a", 1, attrs={"rank": 3, "pg": 0, "seq": 9})
+    ENGINE.classify(o, None, JobState.FAILED)
+    assert tested and all("collective_timeout" in kinds for kinds in tested)
+    of_kind = [r for r in ENGINE.rules if "collective_timeout" in r.match.kinds]
+    assert len(tested) <= len(of_kind) < len(ENGINE.rules)
+
+
+def test_median_of_the_other_nodes_is_the_plain_median_low() -> None:
+    """`Theirs` (sorted once per kind of log) against statistics.median_low of the other
+    nodes' times, listed anew for each node: ties, one node alone in a log, two nodes."""
+    rng = random.Random(7)
+    for n_nodes in (1, 2, 3, 4, 9, 40):
+        seen: Seen = {}
+        for i in range(n_nodes):
+            node = f"n{i:02d}"
+            streams = {}
+            for key in ("app.log", "kern.log", "slurm-#.out"):
+                if rng.random() < 0.8 or (key == "app.log" and i < 2):
+                    minute = rng.choice([5, 5, 7, 12.5, 30, rng.uniform(0, 40)])
+                    streams[key] = ob("log_last_line", node, minute, stream=key)
+            seen[node] = streams
+        theirs = Theirs(seen)
+        for node, streams in seen.items():
+            for key, o in streams.items():
+                others = [s[key].time for n, s in seen.items() if n != node and key in s]
+                want = statistics.median_low(others) if others else None
+                assert theirs.median_low(key, o.time) == want, (n_nodes, node, key)  # type: ignore[arg-type]
+
+
+def test_last_progress_is_read_once_with_the_per_symptom_answer() -> None:
+    """`outlived_ids` (the job's last progress read once) against `outlived` per symptom:
+    a node with its own progress, nodes without (the job's last counts), untimed symptoms."""
+    tuning = ENGINE.tuning
+    rng = random.Random(3)
+    rule = next(r for r in ENGINE.rules if r.role == "symptom")
+    progress = {
+        f"n{i}": ob("progress", f"n{i}", rng.uniform(10, 50), attrs={"step": i}) for i in range(5)
+    }
+    symptoms = []
+    for k in range(200):
+        node = f"n{rng.randrange(9)}"
+        t = T0 + timedelta(minutes=rng.uniform(0, 50))
+        hi = t if k % 7 else datetime.max.replace(tzinfo=timezone.utc)
+        symptoms.append(Item(ob("collective_timeout", node, 1), rule, t, 0.0, t, hi))
+    want = {id(s) for s in symptoms if outlived(s, progress, tuning)}
+    assert outlived_ids(symptoms, progress, tuning) == want
+    assert 0 < len(want) < len(symptoms)
+    assert outlived_ids(symptoms, {}, tuning) == set()
+
+
+class _CountingNodes(list):  # type: ignore[type-arg]
+    lookups = 0
+
+    def __contains__(self, item: object) -> bool:
+        type(self).lookups += 1
+        return super().__contains__(item)
+
+
+def test_a_large_job_looks_its_node_list_up_a_bounded_number_of_times() -> None:
+    """Membership in the context's node list (a list: 1,024 names) per observation made the
+    engine quadratic in a large job; the steps look nodes up in sets."""
+    nodes = [f"node-{i:04d}" for i in range(64)]
+    ctx = ExecutionContext(
+        job_id="1",
+        scheduler="slurm",
+        state=JobState.FAILED,
+        exit_code=1,
+        start=T0,
+        end=T0 + timedelta(minutes=45),
+        nodes=nodes,
+    )
+    obs = [
+        ob("node_address", n, 0.2, attrs={"address": f"10.0.{i // 200}.{i % 200}"})
+        for i, n in enumerate(nodes)
+    ]
+    obs.append(
+        ob(
+            "xid",
+            "node-0017",
+            20,
+            stream="kern.log",
+            code=79,
+            gpu=3,
+            excerpt="NVRM: Xid (PCI:0000:91:00): 79, GPU has fallen off the bus.",
+        )
+    )
+    for i, n in enumerate(nodes):
+        for lr in range(8):
+            obs.append(
+                ob(
+                    "collective_timeout",
+                    n,
+                    30 + lr / 60,
+                    attrs={"rank": i * 8 + lr, "global_rank": i * 8 + lr, "pg": 0, "seq": 48213},
+                )
+            )
+    obs.sort(key=lambda o: o.time)  # type: ignore[arg-type,return-value]
+    plain = ENGINE.attribute(ctx, obs, [])
+    counted = ctx.model_copy()
+    object.__setattr__(counted, "nodes", _CountingNodes(nodes))
+    _CountingNodes.lookups = 0
+    result = ENGINE.attribute(counted, obs, [])
+    assert result.status == plain.status == "attributed"
+    assert result.category == "gpu.lost" and result.suspect_nodes == ["node-0017"]
+    assert _CountingNodes.lookups < len(nodes), _CountingNodes.lookups
