@@ -187,3 +187,61 @@ def test_a_large_job_looks_its_node_list_up_a_bounded_number_of_times() -> None:
     assert result.status == plain.status == "attributed"
     assert result.category == "gpu.lost" and result.suspect_nodes == ["node-0017"]
     assert _CountingNodes.lookups < len(nodes), _CountingNodes.lookups
+
+
+def test_a_chain_of_thousands_of_folded_links_builds_only_those_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every node's timeouts fold into a link each; the chain shows `max_chain_links` of
+    them (the root, then the earliest symptom per node) and builds no more than it shows
+    twice over."""
+    from attribution_dagster.rules.engine import outcome
+
+    built: list[str] = []
+    real = outcome.ChainLink
+
+    def counting(**kw: Any) -> Any:
+        built.append(kw["node"])
+        return real(**kw)
+
+    monkeypatch.setattr(outcome, "ChainLink", counting)
+    nodes = [f"node-{i:04d}" for i in range(300)]
+    ctx = ExecutionContext(
+        job_id="1",
+        scheduler="slurm",
+        state=JobState.FAILED,
+        exit_code=1,
+        start=T0,
+        end=T0 + timedelta(minutes=45),
+        nodes=nodes,
+    )
+    obs = [
+        ob(
+            "xid",
+            "node-0117",
+            20,
+            stream="kern.log",
+            code=79,
+            gpu=3,
+            excerpt="NVRM: Xid (PCI:0000:91:00): 79, GPU has fallen off the bus.",
+        )
+    ]
+    for i, n in enumerate(nodes):
+        for lr in range(4):
+            obs.append(
+                ob(
+                    "collective_timeout",
+                    n,
+                    30 + i / 600 + lr / 6000,
+                    attrs={"rank": i * 4 + lr, "global_rank": i * 4 + lr, "pg": 0, "seq": 7},
+                )
+            )
+    result = ENGINE.attribute(ctx, obs, [])
+    cap = ENGINE.tuning.max_chain_links
+    assert result.category == "gpu.lost" and result.suspect_nodes == ["node-0117"]
+    chain = result.symptom_chain
+    assert len(chain) == cap and chain[0].role == "root_cause"
+    symptoms = [lk for lk in chain if lk.role != "root_cause"]
+    assert [lk.node for lk in symptoms] == nodes[: cap - 1]  # the earliest, one per node
+    assert all(lk.count == 4 for lk in symptoms)  # each node's four timeouts, one link
+    assert len(built) <= 2 * cap
