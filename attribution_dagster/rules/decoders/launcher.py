@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import signal as _signal
+from collections.abc import Iterator
 
 from attribution_dagster.rules.decoders.prefixes import strip_prefix
 from attribution_dagster.rules.decoders.registry import Draft, decoder
@@ -72,6 +73,55 @@ def _has_json_line(text: str) -> bool:
     return False
 
 
+class _Block:
+    """A ChildFailedError line and its 32 following lines (8,192 of them in a large job's
+    fallout), each line stripped of its prefixes only when read, once. A stripped line is a
+    suffix of the line (a JSON line aside): a line without the root-cause text, or not
+    ending in `]:`, cannot be the root-cause header or a failure's `[N]:`, so those are
+    found in the whole text first and only the lines found are stripped."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.raw = text, text.split("\n")
+        self._stripped: dict[int, str] = {}
+
+    def line(self, i: int) -> str:
+        s = self._stripped.get(i)
+        if s is None:
+            s = self._stripped[i] = strip_prefix(self.raw[i])
+        return s
+
+    def _at(self, rx: re.Pattern[str]) -> Iterator[int]:
+        """Indexes of the lines `rx` matches in (in order; a line may repeat)."""
+        return (self.text.count("\n", 0, m.start()) for m in rx.finditer(self.text))
+
+    def root_and_failures(self) -> tuple[int | None, int]:
+        """The root-cause header's line (None: not in view) and how many `[N]:` lines."""
+        if not _has_json_line(self.text):  # the usual case
+            start = next((i for i in self._at(_ROOT_AT) if _ROOT_TEXT in self.line(i)), None)
+            heads = sum(1 for i in self._at(_HEAD_AT) if _FAILURE_HEAD.match(self.line(i)))
+            return start, heads
+        roots = (i for i, ln in enumerate(self.raw) if _ROOT_TEXT in ln or _jsonish(ln))
+        start = next((i for i in roots if _ROOT_TEXT in self.line(i)), None)
+        heads = sum(
+            1
+            for i, ln in enumerate(self.raw)
+            if (ln.rstrip().endswith("]:") or _jsonish(ln)) and _FAILURE_HEAD.match(self.line(i))
+        )
+        return start, heads
+
+    def fields(self, start: int) -> dict[str, str]:
+        """`time`, `host`, `rank`, ... of the failure after line `start`, up to its `====`."""
+        seen: dict[str, str] = {}
+        for i in range(start + 1, len(self.raw)):
+            ln = self.line(i)
+            m = _BLOCK_FIELD.match(ln)
+            if m and m.group(1) not in seen:
+                seen[m.group(1)] = m.group(2)
+            if seen and ln.strip().startswith("===="):
+                break
+        return seen
+
+
 @decoder(
     "child_failed",
     attrs=[
@@ -87,52 +137,13 @@ def _has_json_line(text: str) -> bool:
     ],
 )
 def decode_child_failed(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
-    """Read the torchrun summary block that follows a ChildFailedError line, when present.
-
-    The text is the line and its 32 following lines (8,192 of them in a large job's
-    fallout), so lines are read without their prefixes only where it can matter: a stripped
-    line is a suffix of the line (a JSON line aside), so a line without the root-cause text,
-    or not ending in `]:`, cannot be the root-cause header or a failure's `[N]:`."""
-    raw = text.split("\n")
-    stripped: dict[int, str] = {}
-
-    def line(i: int) -> str:
-        s = stripped.get(i)
-        if s is None:
-            s = stripped[i] = strip_prefix(raw[i])
-        return s
-
+    """Read the torchrun summary block that follows a ChildFailedError line, when present."""
+    block = _Block(text)
+    start, failures = block.root_and_failures()
     attrs = draft["attrs"]
-    if not _has_json_line(text):  # the usual case: candidate lines found in one pass
-        roots = (text.count("\n", 0, m.start()) for m in _ROOT_AT.finditer(text))
-        start = next((i for i in roots if _ROOT_TEXT in line(i)), None)
-        heads = (text.count("\n", 0, m.start()) for m in _HEAD_AT.finditer(text))
-        attrs["failures"] = sum(1 for i in heads if _FAILURE_HEAD.match(line(i)))
-    else:
-        start = next(
-            (
-                i
-                for i, ln in enumerate(raw)
-                if (_ROOT_TEXT in ln or _jsonish(ln)) and _ROOT_TEXT in line(i)
-            ),
-            None,
-        )
-        attrs["failures"] = sum(
-            1
-            for i, ln in enumerate(raw)
-            if (ln.rstrip().endswith("]:") or _jsonish(ln)) and _FAILURE_HEAD.match(line(i))
-        )
-    if start is None:
-        # no root-cause section in view: fall back to the first failure listed, if any
-        start = 0
-    seen: dict[str, str] = {}
-    for i in range(start + 1, len(raw)):
-        ln = line(i)
-        m = _BLOCK_FIELD.match(ln)
-        if m and m.group(1) not in seen:
-            seen[m.group(1)] = m.group(2)
-        if seen and ln.strip().startswith("===="):
-            break
+    attrs["failures"] = failures
+    # no root-cause section in view: fall back to the first failure listed, if any
+    seen = block.fields(start if start is not None else 0)
     if "host" in seen:
         attrs["host"] = seen["host"]
         draft["node_host"] = seen["host"]
@@ -160,7 +171,7 @@ def decode_child_failed(groups: dict[str, str | None], text: str, draft: Draft) 
             attrs["signal_name"] = m.group(2)
     if "time" in seen:
         attrs["failed_at"] = seen["time"]
-    parts = [line(0).strip()] + [f"{k}: {v}" for k, v in seen.items() if k != "error_file"]
+    parts = [block.line(0).strip()] + [f"{k}: {v}" for k, v in seen.items() if k != "error_file"]
     draft["excerpt"] = " | ".join(parts)
     return True
 
