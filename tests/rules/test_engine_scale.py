@@ -245,3 +245,119 @@ def test_a_chain_of_thousands_of_folded_links_builds_only_those_shown(
     assert [lk.node for lk in symptoms] == nodes[: cap - 1]  # the earliest, one per node
     assert all(lk.count == 4 for lk in symptoms)  # each node's four timeouts, one link
     assert len(built) <= 2 * cap
+
+
+def _items(n: int, rng: random.Random) -> list[Item]:
+    rule = next(r for r in ENGINE.rules if r.role == "cause")
+    out = []
+    for _k in range(n):
+        node = f"n{rng.randrange(6)}"
+        o = ob("xid", node, rng.choice([1, 1, 2, 3.5]), code=79, excerpt=f"x{rng.randrange(3)}")
+        t = o.time
+        out.append(Item(o, rule, t, 0.0, t, t))  # type: ignore[arg-type]
+        if rng.random() < 0.3:  # an equal item, another object
+            out.append(Item(o.model_copy(), rule, t, 0.0, t, t))  # type: ignore[arg-type]
+    return out
+
+
+def test_without_is_the_plain_list_membership_test() -> None:
+    """Items equal to a dropped one go too (equal observations, other objects); the
+    index only narrows which items are compared."""
+    from attribution_dagster.rules.engine.items import without
+
+    rng = random.Random(11)
+    for _ in range(30):
+        items = _items(rng.randrange(1, 40), rng)
+        drop = rng.sample(items, rng.randrange(0, len(items) + 1))
+        want = [i for i in items if i not in drop]
+        got = without(items, drop)
+        assert len(got) == len(want) and all(a is b for a, b in zip(got, want, strict=True))
+
+
+def test_widest_burst_is_the_plain_scan_from_each_start() -> None:
+    """The sliding window against the plain reading: from each item (in time order), every
+    later item within `width` seconds; the first start with the most nodes wins."""
+    from attribution_dagster.rules.engine.candidates import _widest_burst
+
+    def plain(its: list[Item], width: float) -> set[str]:
+        timed = sorted((i for i in its if i.t is not None), key=lambda i: i.t)  # type: ignore[arg-type,return-value]
+        best: set[str] = set()
+        for i, first in enumerate(timed):
+            nodes = {
+                x.obs.node
+                for x in timed[i:]
+                if (x.t - first.t).total_seconds() <= width  # type: ignore[operator]
+            }
+            if len(nodes) > len(best):
+                best = nodes
+        return best
+
+    rng = random.Random(5)
+    rule = next(r for r in ENGINE.rules if r.role == "cause")
+    for _ in range(200):
+        its = []
+        for _k in range(rng.randrange(0, 30)):
+            node = f"n{rng.randrange(8)}"
+            sec = rng.choice([0, 0, 10, 30, 31, 59.5, rng.uniform(0, 300)])
+            t = None if rng.random() < 0.1 else T0 + timedelta(seconds=sec)
+            its.append(Item(ob("nfs_error", node, 1), rule, t, 0.0))
+        width = rng.choice([0.0, 1.0, 30.0, 60.0, 1000.0, -1.0])
+        assert _widest_burst(its, width) == plain(its, width)
+
+
+def test_every_rank_raising_on_many_nodes_compares_no_observations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every rank of 200 nodes raises the same application error, on a shared storage
+    outage: grouping and the chain set items apart by index, not by comparing each
+    observation with every other (8,192 ranks made that minutes)."""
+    compared = [0]
+    real = Observation.__eq__
+
+    def counting(self: Observation, other: object) -> bool:
+        compared[0] += 1
+        return real(self, other)
+
+    monkeypatch.setattr(Observation, "__eq__", counting)
+    nodes = [f"node-{i:04d}" for i in range(200)]
+    ctx = ExecutionContext(
+        job_id="1",
+        scheduler="slurm",
+        state=JobState.FAILED,
+        exit_code=1,
+        start=T0,
+        end=T0 + timedelta(minutes=45),
+        nodes=nodes,
+    )
+    obs = []
+    for i, n in enumerate(nodes):
+        obs.append(
+            ob("nfs_error", n, 20 + (i % 20) / 60, stream="kern.log", attrs={"server": "nfs1"})
+        )
+        for lr in range(4):
+            r = i * 4 + lr
+            obs.append(
+                ob(
+                    "traceback",
+                    n,
+                    21,
+                    attrs={
+                        "exc_type": "OSError",
+                        "family": "io",
+                        "message": "[Errno 5] Input/output error",
+                        "global_rank": r,
+                    },
+                )
+            )
+            obs.append(
+                ob(
+                    "collective_timeout",
+                    n,
+                    30,
+                    attrs={"rank": r, "global_rank": r, "pg": 0, "seq": 7},
+                )
+            )
+    obs.sort(key=lambda o: o.time)  # type: ignore[arg-type,return-value]
+    result = ENGINE.attribute(ctx, obs, [])
+    assert result.status == "attributed" and result.category == "storage"
+    assert compared[0] < len(nodes), compared[0]

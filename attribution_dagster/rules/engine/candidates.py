@@ -12,7 +12,14 @@ from collections import defaultdict
 
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.rules.engine.items import SCHEDULER_NODE, Cand, Item, home, secs
+from attribution_dagster.rules.engine.items import (
+    SCHEDULER_NODE,
+    Cand,
+    Item,
+    home,
+    secs,
+    without,
+)
 
 
 def candidates(ctx: ExecutionContext, causes: list[Item], settings: AnalysisSettings) -> list[Cand]:
@@ -63,7 +70,7 @@ def _shared(
             or n / len(ctx.nodes) >= spec.min_share
         ):
             members = [i for i in its if i.obs.node in best]
-            rest = [i for i in rest if i not in members]
+            rest = without(rest, members)
             subset = len(best) < len(set(ctx.nodes))
             cands.append(
                 Cand(
@@ -83,15 +90,27 @@ def _shared(
 
 
 def _widest_burst(its: list[Item], width: float) -> set[str]:
-    """The most nodes whose timed items fall within `width` seconds of one first item."""
+    """The most nodes whose timed items fall within `width` seconds of one first item (the
+    earliest such first item). One pass with a sliding window: a storage outage on 1,024
+    nodes is thousands of items, each window start once, not against every later item."""
     timed = sorted((i for i in its if i.t is not None), key=lambda i: i.t)  # type: ignore[arg-type,return-value]
-    best: set[str] = set()
+    if width < 0:
+        return set()  # no item is within a negative width of itself
+    in_window: dict[str, int] = {}  # node -> its items in timed[i:j]
+    best, best_at, j = 0, (0, 0), 0
     for i, first in enumerate(timed):
         assert first.t is not None
-        nodes = {x.obs.node for x in timed[i:] if x.t is not None and secs(x.t, first.t) <= width}
-        if len(nodes) > len(best):
-            best = nodes
-    return best
+        while j < len(timed) and secs(timed[j].t, first.t) <= width:  # type: ignore[arg-type]
+            node = timed[j].obs.node
+            in_window[node] = in_window.get(node, 0) + 1
+            j += 1
+        if len(in_window) > best:
+            best, best_at = len(in_window), (i, j)
+        node = first.obs.node  # timed[i] leaves the window before the next start
+        in_window[node] -= 1
+        if not in_window[node]:
+            del in_window[node]
+    return {x.obs.node for x in timed[best_at[0] : best_at[1]]}
 
 
 def merge(cands: list[Cand]) -> Cand:

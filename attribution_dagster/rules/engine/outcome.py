@@ -32,6 +32,7 @@ from attribution_dagster.rules.engine.items import (
     secs,
     time_key,
     utc,
+    without,
 )
 from attribution_dagster.rules.engine.liveness import lone_failed_exit
 
@@ -322,7 +323,7 @@ def attributed(
 ) -> AttributionResult:
     """One cause: its category, suspects, headline, confidence (lower when a runner-up is
     close or the time is unknown) and the lower-ranked causes as notes."""
-    others = [i for i in all_items(top) if i not in top.items]
+    others = without(all_items(top), top.items)
     for c in roots:
         if c is not top:
             others.extend(all_items(c))
