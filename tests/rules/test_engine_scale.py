@@ -361,3 +361,60 @@ def test_every_rank_raising_on_many_nodes_compares_no_observations(
     result = ENGINE.attribute(ctx, obs, [])
     assert result.status == "attributed" and result.category == "storage"
     assert compared[0] < len(nodes), compared[0]
+
+
+def test_an_xid_45_on_every_gpu_reads_only_its_nodes_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`caused by previous Xid 79` on every GPU of 100 nodes: each XID 45 looks for the XID it
+    names among its own node's XIDs, not the whole job's lines; the one node that logged
+    the XID 79 is the cause, its XID 45s corroborate it."""
+    from attribution_dagster.rules.engine import intake
+
+    looked: list[int] = []
+    real = intake.followed
+
+    def spying(obs: Observation, rule: Any, kept: list[Observation], classify: Any) -> Any:
+        looked.append(len(kept))
+        return real(obs, rule, kept, classify)
+
+    monkeypatch.setattr(intake, "followed", spying)
+    nodes = [f"node-{i:04d}" for i in range(100)]
+    ctx = ExecutionContext(
+        job_id="1",
+        scheduler="slurm",
+        state=JobState.FAILED,
+        exit_code=1,
+        start=T0,
+        end=T0 + timedelta(minutes=45),
+        nodes=nodes,
+    )
+    obs = [
+        ob(
+            "xid",
+            "node-0005",
+            19.9,
+            stream="kern.log",
+            code=79,
+            pci="0000:00:00",
+            excerpt="NVRM: Xid (PCI:0000:00:00): 79, GPU has fallen off the bus.",
+        )
+    ]
+    for i, n in enumerate(nodes):
+        for g in range(8):
+            obs.append(
+                ob(
+                    "xid",
+                    n,
+                    20 + g / 60,
+                    stream="kern.log",
+                    code=45,
+                    pci=f"0000:{g:02x}:00",
+                    attrs={"previous_xid": 79},
+                    excerpt=f"NVRM: Xid (PCI:0000:{g:02x}:00): 45, pid={i}, caused by "
+                    "previous Xid 79",
+                )
+            )
+            obs.append(ob("collective_timeout", n, 30, attrs={"rank": i * 8 + g, "pg": 0}))
+    obs.sort(key=lambda o: o.time)  # type: ignore[arg-type,return-value]
+    result = ENGINE.attribute(ctx, obs, [])
+    assert result.category == "gpu.lost" and result.suspect_nodes == ["node-0005"]
+    assert len(looked) == 800 and max(looked) <= 9
