@@ -418,3 +418,20 @@ def test_an_xid_45_on_every_gpu_reads_only_its_nodes_lines(monkeypatch: pytest.M
     result = ENGINE.attribute(ctx, obs, [])
     assert result.category == "gpu.lost" and result.suspect_nodes == ["node-0005"]
     assert len(looked) == 800 and max(looked) <= 9
+
+
+def test_a_nodes_running_median_is_statistics_median() -> None:
+    """Clock offsets: each node's median is read from its offsets kept sorted as they come,
+    with statistics.median's arithmetic (odd, even, repeated values)."""
+    import bisect
+
+    from attribution_dagster.rules.engine.clocks import _median
+
+    rng = random.Random(9)
+    ordered: list[float] = []
+    seen: list[float] = []
+    for _ in range(300):
+        v = rng.choice([0.0, 0.1, -3.5, 90.0, rng.uniform(-100, 100)])
+        seen.append(v)
+        bisect.insort(ordered, v)
+        assert _median(ordered) == statistics.median(seen)
