@@ -435,3 +435,38 @@ def test_a_nodes_running_median_is_statistics_median() -> None:
         seen.append(v)
         bisect.insort(ordered, v)
         assert _median(ordered) == statistics.median(seen)
+
+
+def test_fault_domain_hits_are_the_plain_widest_burst() -> None:
+    """The located items of a network cause within `width` of the widest burst, by node,
+    against the plain scan from each start (untimed items only when nothing is timed)."""
+    from attribution_dagster.rules.engine.faultdomain import _hits
+    from attribution_dagster.rules.engine.items import Cand
+
+    def plain(c: Cand, width: float) -> dict[str, list[Item]]:
+        located = [i for i in c.items if i.rule.locates]
+        timed = sorted((i for i in located if i.t is not None), key=lambda i: i.t)  # type: ignore[arg-type,return-value]
+        best = [i for i in located if i.t is None] if not timed else []
+        for k, first in enumerate(timed):
+            burst = [x for x in timed[k:] if (x.t - first.t).total_seconds() <= width]  # type: ignore[operator]
+            if len({x.obs.node for x in burst}) > len({x.obs.node for x in best}):
+                best = burst
+        out: dict[str, list[Item]] = {}
+        for i in best:
+            out.setdefault(i.obs.node, []).append(i)
+        return out
+
+    rng = random.Random(21)
+    rule = next(r for r in ENGINE.rules if r.id == "ib.link_down")
+    for _ in range(150):
+        its = []
+        for _k in range(rng.randrange(1, 25)):
+            sec = rng.choice([0, 5, 5, 40, rng.uniform(0, 200)])
+            t = None if rng.random() < 0.15 else T0 + timedelta(seconds=sec)
+            its.append(Item(ob("ib_link_down", f"n{rng.randrange(6)}", 1), rule, t, 0.0))
+        c = Cand(category="network.fabric", scope="shared", items=its, nodes=[], affected=[])
+        width = rng.choice([0.0, 10.0, 60.0])
+        got = _hits(c, width)
+        want = plain(c, width)
+        assert got.keys() == want.keys()
+        assert all([id(x) for x in got[n]] == [id(x) for x in want[n]] for n in got)

@@ -17,7 +17,7 @@ from attribution_dagster.rules.engine.items import (
     Cand,
     Item,
     home,
-    secs,
+    widest_burst,
     without,
 )
 
@@ -90,27 +90,10 @@ def _shared(
 
 
 def _widest_burst(its: list[Item], width: float) -> set[str]:
-    """The most nodes whose timed items fall within `width` seconds of one first item (the
-    earliest such first item). One pass with a sliding window: a storage outage on 1,024
-    nodes is thousands of items, each window start once, not against every later item."""
+    """The most nodes whose timed items fall within `width` seconds of one first item."""
     timed = sorted((i for i in its if i.t is not None), key=lambda i: i.t)  # type: ignore[arg-type,return-value]
-    if width < 0:
-        return set()  # no item is within a negative width of itself
-    in_window: dict[str, int] = {}  # node -> its items in timed[i:j]
-    best, best_at, j = 0, (0, 0), 0
-    for i, first in enumerate(timed):
-        assert first.t is not None
-        while j < len(timed) and secs(timed[j].t, first.t) <= width:  # type: ignore[arg-type]
-            node = timed[j].obs.node
-            in_window[node] = in_window.get(node, 0) + 1
-            j += 1
-        if len(in_window) > best:
-            best, best_at = len(in_window), (i, j)
-        node = first.obs.node  # timed[i] leaves the window before the next start
-        in_window[node] -= 1
-        if not in_window[node]:
-            del in_window[node]
-    return {x.obs.node for x in timed[best_at[0] : best_at[1]]}
+    start, end = widest_burst(timed, width)
+    return {x.obs.node for x in timed[start:end]}
 
 
 def merge(cands: list[Cand]) -> Cand:
