@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import signal as _signal
+from collections.abc import Iterator
 
 from attribution_dagster.rules.decoders.prefixes import strip_prefix
 from attribution_dagster.rules.decoders.registry import Draft, decoder
@@ -45,9 +46,80 @@ def decode_exit_signal(groups: dict[str, str | None], text: str, draft: Draft) -
     return True
 
 
-_ROOT = re.compile(r"Root Cause \(first observed failure\)")
+_ROOT_TEXT = "Root Cause (first observed failure)"
+_FAILURE_HEAD = re.compile(r"^\s*\[\d+\]:\s*$")  # `[0]:`, one per failure listed
+# where in the text such lines can be (before their prefixes are stripped): the root-cause
+# text, a line ending in `]:`; a JSON log line (read through its message) is no suffix
+_ROOT_AT = re.compile(re.escape(_ROOT_TEXT))
+_HEAD_AT = re.compile(r"\]:[^\S\n]*$", re.M)
 _BLOCK_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*?)\s*$")
+_RANK_TXT = re.compile(r"(\d+)(?: \(local_rank: (\d+)\))?")
+_EXIT_TXT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
 _SIGNAL_TXT = re.compile(r"Signal (\d+) \((SIG\w+)\)")
+
+
+def _jsonish(line: str) -> bool:
+    """A JSON log line: its message, not a suffix of the line, is what `strip_prefix` reads."""
+    return line.lstrip(" \t")[:1] == "{"
+
+
+def _has_json_line(text: str) -> bool:
+    """Does a line of `text` start (after spaces / tabs) with `{`?"""
+    i = text.find("{")
+    while i != -1:
+        if not text[text.rfind("\n", 0, i) + 1 : i].strip(" \t"):
+            return True
+        i = text.find("{", i + 1)
+    return False
+
+
+class _Block:
+    """A ChildFailedError line and its 32 following lines (8,192 of them in a large job's
+    fallout), each line stripped of its prefixes only when read, once. A stripped line is a
+    suffix of the line (a JSON line aside): a line without the root-cause text, or not
+    ending in `]:`, cannot be the root-cause header or a failure's `[N]:`, so those are
+    found in the whole text first and only the lines found are stripped."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.raw = text, text.split("\n")
+        self._stripped: dict[int, str] = {}
+
+    def line(self, i: int) -> str:
+        s = self._stripped.get(i)
+        if s is None:
+            s = self._stripped[i] = strip_prefix(self.raw[i])
+        return s
+
+    def _at(self, rx: re.Pattern[str]) -> Iterator[int]:
+        """Indexes of the lines `rx` matches in (in order; a line may repeat)."""
+        return (self.text.count("\n", 0, m.start()) for m in rx.finditer(self.text))
+
+    def root_and_failures(self) -> tuple[int | None, int]:
+        """The root-cause header's line (None: not in view) and how many `[N]:` lines."""
+        if not _has_json_line(self.text):  # the usual case
+            start = next((i for i in self._at(_ROOT_AT) if _ROOT_TEXT in self.line(i)), None)
+            heads = sum(1 for i in self._at(_HEAD_AT) if _FAILURE_HEAD.match(self.line(i)))
+            return start, heads
+        roots = (i for i, ln in enumerate(self.raw) if _ROOT_TEXT in ln or _jsonish(ln))
+        start = next((i for i in roots if _ROOT_TEXT in self.line(i)), None)
+        heads = sum(
+            1
+            for i, ln in enumerate(self.raw)
+            if (ln.rstrip().endswith("]:") or _jsonish(ln)) and _FAILURE_HEAD.match(self.line(i))
+        )
+        return start, heads
+
+    def fields(self, start: int) -> dict[str, str]:
+        """`time`, `host`, `rank`, ... of the failure after line `start`, up to its `====`."""
+        seen: dict[str, str] = {}
+        for i in range(start + 1, len(self.raw)):
+            ln = self.line(i)
+            m = _BLOCK_FIELD.match(ln)
+            if m and m.group(1) not in seen:
+                seen[m.group(1)] = m.group(2)
+            if seen and ln.strip().startswith("===="):
+                break
+        return seen
 
 
 @decoder(
@@ -66,39 +138,32 @@ _SIGNAL_TXT = re.compile(r"Signal (\d+) \((SIG\w+)\)")
 )
 def decode_child_failed(groups: dict[str, str | None], text: str, draft: Draft) -> bool:
     """Read the torchrun summary block that follows a ChildFailedError line, when present."""
-    lines = [strip_prefix(ln) for ln in text.split("\n")]
-    start = next((i for i, ln in enumerate(lines) if _ROOT.search(ln)), None)
+    block = _Block(text)
+    start, failures = block.root_and_failures()
     attrs = draft["attrs"]
-    attrs["failures"] = sum(1 for ln in lines if re.match(r"^\s*\[\d+\]:\s*$", ln))
-    if start is None:
-        # no root-cause section in view: fall back to the first failure listed, if any
-        start = 0
-    seen: dict[str, str] = {}
-    for ln in lines[start + 1 :]:
-        m = _BLOCK_FIELD.match(ln)
-        if m and m.group(1) not in seen:
-            seen[m.group(1)] = m.group(2)
-        if ln.strip().startswith("====") and seen:
-            break
+    attrs["failures"] = failures
+    # no root-cause section in view: fall back to the first failure listed, if any
+    seen = block.fields(start if start is not None else 0)
     if "host" in seen:
         attrs["host"] = seen["host"]
         draft["node_host"] = seen["host"]
     if "rank" in seen:
-        m = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", seen["rank"])
+        m = _RANK_TXT.match(seen["rank"])
         if m:
             attrs["rank"] = int(m.group(1))
             if m.group(2):
                 attrs["local_rank"] = int(m.group(2))
     if "exitcode" in seen:
-        m = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", seen["exitcode"])
+        m = _EXIT_TXT.match(seen["exitcode"])
         if m:
-            attrs["exit_code"] = int(m.group(1))
-            draft["fields"]["code"] = int(m.group(1))
+            code = int(m.group(1))
+            attrs["exit_code"] = code
+            draft["fields"]["code"] = code
             if m.group(2):
                 attrs["pid"] = int(m.group(2))
-            if int(m.group(1)) < 0:
-                attrs["signal"] = -int(m.group(1))
-                attrs["signal_name"] = signal_name(-int(m.group(1)))
+            if code < 0:
+                attrs["signal"] = -code
+                attrs["signal_name"] = signal_name(-code)
     if "traceback" in seen:
         m = _SIGNAL_TXT.search(seen["traceback"])
         if m:
@@ -106,7 +171,7 @@ def decode_child_failed(groups: dict[str, str | None], text: str, draft: Draft) 
             attrs["signal_name"] = m.group(2)
     if "time" in seen:
         attrs["failed_at"] = seen["time"]
-    parts = [lines[0].strip()] + [f"{k}: {v}" for k, v in seen.items() if k != "error_file"]
+    parts = [block.line(0).strip()] + [f"{k}: {v}" for k, v in seen.items() if k != "error_file"]
     draft["excerpt"] = " | ".join(parts)
     return True
 

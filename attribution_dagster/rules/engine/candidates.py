@@ -12,7 +12,14 @@ from collections import defaultdict
 
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.rules.engine.items import SCHEDULER_NODE, Cand, Item, home, secs
+from attribution_dagster.rules.engine.items import (
+    SCHEDULER_NODE,
+    Cand,
+    Item,
+    home,
+    widest_burst,
+    without,
+)
 
 
 def candidates(ctx: ExecutionContext, causes: list[Item], settings: AnalysisSettings) -> list[Cand]:
@@ -63,7 +70,7 @@ def _shared(
             or n / len(ctx.nodes) >= spec.min_share
         ):
             members = [i for i in its if i.obs.node in best]
-            rest = [i for i in rest if i not in members]
+            rest = without(rest, members)
             subset = len(best) < len(set(ctx.nodes))
             cands.append(
                 Cand(
@@ -85,13 +92,8 @@ def _shared(
 def _widest_burst(its: list[Item], width: float) -> set[str]:
     """The most nodes whose timed items fall within `width` seconds of one first item."""
     timed = sorted((i for i in its if i.t is not None), key=lambda i: i.t)  # type: ignore[arg-type,return-value]
-    best: set[str] = set()
-    for i, first in enumerate(timed):
-        assert first.t is not None
-        nodes = {x.obs.node for x in timed[i:] if x.t is not None and secs(x.t, first.t) <= width}
-        if len(nodes) > len(best):
-            best = nodes
-    return best
+    start, end = widest_burst(timed, width)
+    return {x.obs.node for x in timed[start:end]}
 
 
 def merge(cands: list[Cand]) -> Cand:

@@ -68,13 +68,26 @@ class RuleEngine:
         self.tuning = rulebook.engine
         self.path = path
         self.rules_version = f"{rulebook.version}+{hashlib.sha256(blob).hexdigest()[:8]}"
+        # the rules that can match each kind, in precedence order: classifying an observation
+        # tests only those (a job of 20,000 observations and ~100 rules costs per kind, not
+        # per rule), and which of them apply to a (GPU model, state) is learned once
+        self._by_kind: dict[str, list[Rule]] = {}
+        for rule in self.rules:
+            for kind in dict.fromkeys(rule.match.kinds):
+                self._by_kind.setdefault(kind, []).append(rule)
+        self._applicable: dict[tuple[str, str | None, JobState | None], tuple[Rule, ...]] = {}
 
     def classify(
         self, obs: Observation, gpu_model: str | None = None, state: JobState | None = None
     ) -> Rule | None:
         """The first applicable rule matching `obs` (rules are in precedence order)."""
-        for rule in self.rules:
-            if rule.match.test(obs) and rule.applies(gpu_model, state):
+        key = (obs.kind, gpu_model, state)
+        rules = self._applicable.get(key)
+        if rules is None:
+            rules = tuple(r for r in self._by_kind.get(obs.kind, ()) if r.applies(gpu_model, state))
+            self._applicable[key] = rules
+        for rule in rules:
+            if rule.match.test(obs):
                 return rule
         return None
 
@@ -177,7 +190,7 @@ class RuleEngine:
             notes.append(progress.progress_note(last, tn))
         # a symptom after which training went on for minutes (a crash torchrun restarted
         # from) did not mark the failure: a cause after it is not late for that
-        outlived = {id(s) for s in symptoms if progress.outlived(s, last, tn)}
+        outlived = progress.outlived_ids(symptoms, last, tn)
         onsets = [s for s in symptoms if id(s) not in outlived]
         for c in cands:
             timing.score(c, symptoms, settings, tn, outlived)

@@ -31,7 +31,7 @@ from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import FaultDomain, FaultPort
 from attribution_dagster.core.settings import AnalysisSettings
 from attribution_dagster.core.topology import Cable, Topology
-from attribution_dagster.rules.engine.items import Cand, Item, secs, utc
+from attribution_dagster.rules.engine.items import Cand, Item, utc, widest_burst
 from attribution_dagster.rules.engine.rulebook import FaultDomainSpec
 from attribution_dagster.rules.engine.switchside import JobCables
 
@@ -73,11 +73,9 @@ def _hits(top: Cand, width: float) -> dict[str, list[Item]]:
     located = [i for i in top.items if i.rule.locates]
     timed = sorted((i for i in located if i.t is not None), key=lambda i: i.t)  # type: ignore[arg-type,return-value]
     best: list[Item] = [i for i in located if i.t is None] if not timed else []
-    for k, first in enumerate(timed):
-        assert first.t is not None
-        burst = [x for x in timed[k:] if x.t is not None and secs(x.t, first.t) <= width]
-        if len({x.obs.node for x in burst}) > len({x.obs.node for x in best}):
-            best = burst
+    if timed:
+        start, end = widest_burst(timed, width)
+        best = timed[start:end]
     out: dict[str, list[Item]] = defaultdict(list)
     for i in best:
         out[i.obs.node].append(i)
@@ -224,17 +222,16 @@ def _by_fabric(
     above the affected nodes, when it does; a leaf, or a spine over several leaves."""
     affected = sorted(set(top.affected) & set(cables.topo_name))
     leaves = {n: cables.leaf(n) for n in affected}
-    over = [
-        s
-        for s in named
-        if any(lf is not None and s in _reach(cables.topology, lf) for lf in leaves.values())
-    ]
+    # what is above each leaf, once per leaf (a 1,024-node job has a few dozen leaves)
+    above = [_reach(cables.topology, lf) for lf in dict.fromkeys(leaves.values()) if lf is not None]
+    over = [s for s in named if any(s in r for r in above)]
     if not over:
         return None
     where = _common(cables.topology, sorted(over), named)
     if where is None:
         return None
-    nodes = [n for n in affected if n in _under(cables, where)]
+    under = _under(cables, where)
+    nodes = [n for n in affected if n in under]
     hit_leaves = {leaves[n] for n in nodes if leaves[n] is not None}
     if where in hit_leaves:
         level = "leaf"

@@ -155,8 +155,9 @@ def rank_map(ctx: ExecutionContext, observations: list[Observation]) -> RankMap:
             if gpu is not None and m.node.get(int(o.attrs["rank"])) == o.node:  # type: ignore[arg-type]
                 m.gpu.setdefault(int(o.attrs["rank"]), gpu)  # type: ignore[arg-type]
     claims: dict[int, set[str]] = defaultdict(set)
+    job_nodes = set(ctx.nodes)
     for o in observations:
-        if o.node not in ctx.nodes:
+        if o.node not in job_nodes:
             continue
         r = o.attrs.get("launcher_rank", o.attrs.get("global_rank"))
         if o.parser == "flight_recorder":
@@ -186,6 +187,7 @@ def place(ctx: ExecutionContext, observations: list[Observation]) -> list[Observ
     if not any(_about_ranks(o) for o in observations):
         return observations
     ranks = rank_map(ctx, observations)
+    job_nodes = set(ctx.nodes)
     out: list[Observation] = []
     for o in observations:
         subjects = _about_ranks(o)
@@ -198,7 +200,7 @@ def place(ctx: ExecutionContext, observations: list[Observation]) -> list[Observ
                 out.append(o)
                 continue
             attrs = {**o.attrs, "subject_rank": r}
-            if o.node in ctx.nodes and o.node != node:
+            if o.node in job_nodes and o.node != node:
                 attrs["logged_on"] = o.node
             if r in ranks.how:
                 attrs["rank_node_from"] = ranks.how[r]
@@ -246,7 +248,8 @@ Leads = dict[str, list[tuple[Lead, list[Observation]]]]  # per tool: (lead, its 
 def analyze(ctx: ExecutionContext, observations: list[Observation]) -> Hang:
     """Stragglers per process group and source; leads where the sources agree."""
     hang = Hang()
-    obs = [o for o in observations if o.node in ctx.nodes]
+    job_nodes = set(ctx.nodes)
+    obs = [o for o in observations if o.node in job_nodes]
     for o in observations:
         if o.kind == "collective_mismatch" and o.attrs.get("undecided"):
             hang.notes.append(

@@ -62,11 +62,12 @@ def in_scope(
     untimed line is an interval and is dropped only when all of it lies outside."""
     window = settings.window(ctx)
     by_short = {n.split(".")[0].lower(): n for n in ctx.nodes}
+    job_nodes = set(ctx.nodes)  # a 1,024-node job: membership per observation is a lookup
     kept: list[Observation] = []
     off_node: set[str] = set()
     off_time = 0
     for obs in observations:
-        node = obs.node if obs.node in ctx.nodes else by_short.get(obs.node.split(".")[0].lower())
+        node = obs.node if obs.node in job_nodes else by_short.get(obs.node.split(".")[0].lower())
         if node is None:
             off_node.add(obs.node)
             continue
@@ -160,10 +161,17 @@ def classify_all(
     causes: list[Item] = []
     symptoms: list[Item] = []
     unclassified: dict[str, int] = defaultdict(int)
+    # the lines an XID 45 may follow are on its node, of its kind: found through an index
+    # (kept in order), not by reading the whole job for each of 8,192 GPUs' XID 45
+    same: dict[tuple[str, str], list[Observation]] | None = None
     for obs in kept:
         rule = classify(obs)
         if rule is not None and rule.follows:
-            rule = followed(obs, rule, kept, classify) or rule
+            if same is None:
+                same = defaultdict(list)
+                for o in kept:
+                    same[(o.kind, o.node)].append(o)
+            rule = followed(obs, rule, same[(obs.kind, obs.node)], classify) or rule
         if rule is None:
             unclassified[obs.kind] += 1
             continue

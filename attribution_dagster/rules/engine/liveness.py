@@ -18,12 +18,14 @@ Pure functions over a job's observations, used by the rule engine before it rank
 
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.hosts import NodeIndex
@@ -143,6 +145,7 @@ _DIGITS = re.compile(r"\d+")
 _GENERATED = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}(?=\.[a-z]+$|$)")
 
 
+@lru_cache(maxsize=4096)  # a job's logs have a few file names, each line looks its own up
 def _fold(name: str) -> str:
     return _DIGITS.sub("#", _GENERATED.sub("-*", name))
 
@@ -204,7 +207,33 @@ def latest(seen: Seen, node: str) -> Observation | None:
     return max(mine, key=latest_time) if mine else None
 
 
-def silent(node: str, seen: Seen, end: datetime, gap_seconds: float) -> Observation | None:
+class Theirs:
+    """Per kind of log, every node's last line time, sorted once: the median of the other
+    nodes' is then read for each node without listing them again (a 1,024-node NODE_FAIL
+    job asks it of every node)."""
+
+    def __init__(self, seen: Seen) -> None:
+        self.times: dict[str, list[datetime]] = defaultdict(list)
+        for streams in seen.values():
+            for key, o in streams.items():
+                self.times[key].append(_utc(o.time))  # type: ignore[arg-type]
+        for ts in self.times.values():
+            ts.sort()
+
+    def median_low(self, key: str, mine: datetime) -> datetime | None:
+        """`statistics.median_low` of the other nodes' times in `key` (`mine` is this node's
+        own, one of them); None when no other node has that kind of log."""
+        ts = self.times.get(key, [])
+        if len(ts) < 2:
+            return None
+        i = bisect.bisect_left(ts, mine)  # one copy of `mine` left out: ts[i]
+        k = (len(ts) - 2) // 2  # median_low of the len(ts) - 1 others
+        return ts[k] if k < i else ts[k + 1]
+
+
+def silent(
+    node: str, seen: Seen, end: datetime, gap_seconds: float, theirs: Theirs | None = None
+) -> Observation | None:
     """The last line of `node` when it stopped writing: at least `gap_seconds` before the
     job end and before the other nodes' last lines (median) in some kind of log it shares
     with them, and in no shared kind of log writing on after theirs stopped. Comparing within
@@ -221,13 +250,16 @@ def silent(node: str, seen: Seen, end: datetime, gap_seconds: float) -> Observat
         return None
     shown = False
     for key, o in seen.get(node, {}).items():
-        others = [_utc(s[key].time) for n, s in seen.items() if n != node and key in s]
-        if not others:
+        if theirs is not None:
+            median = theirs.median_low(key, _utc(o.time))  # type: ignore[arg-type]
+        else:
+            others = [_utc(s[key].time) for n, s in seen.items() if n != node and key in s]
+            median = statistics.median_low(others) if others else None
+        if median is None:
             continue
-        theirs = statistics.median_low(others)
-        if latest_time(o) >= theirs + gap:  # type: ignore[operator]
+        if latest_time(o) >= median + gap:
             return None  # it wrote on in this log after the others had stopped: alive
-        shown = shown or stopped <= theirs  # type: ignore[operator]
+        shown = shown or stopped <= median
     return last if shown else None
 
 

@@ -32,6 +32,7 @@ from attribution_dagster.rules.engine.items import (
     secs,
     time_key,
     utc,
+    without,
 )
 from attribution_dagster.rules.engine.liveness import lone_failed_exit
 
@@ -76,32 +77,38 @@ def chain(
     return links, evidence
 
 
-def _fold(
-    roots_items: list[Item],
-    other_items: list[Item],
-    shown: dict[int, tuple[datetime | None, datetime | None]],
-) -> list[ChainLink]:
-    """One link per (role, node, kind, device, code), counting the identical ones."""
-    folded: dict[tuple[Any, ...], ChainLink] = {}
+class _Folded:
+    """A chain link before it is built: its first item (by shown time), the interval shown,
+    and how many lines it stands for. A large job folds thousands of these and shows `cap`:
+    only those shown are built (summary rendered, models validated)."""
 
-    def when(it: Item) -> tuple[datetime, str]:
-        return (shown[id(it)][0] or FAR_FUTURE, it.obs.node)
+    __slots__ = ("role", "item", "count", "shown", "_link")
 
-    for role, its in (("root_cause", roots_items), ("symptom", other_items)):
-        for it in sorted(its, key=when):
-            o = it.obs
-            key = (role, o.node, o.kind, o.gpu, o.pci, o.code)
-            if key in folded:
-                link = folded[key]
-                folded[key] = link.model_copy(update={"count": link.count + o.count})
-                continue
-            t_lo, t_hi = shown[id(it)]
-            folded[key] = ChainLink(
+    def __init__(
+        self, role: str, item: Item, shown: tuple[datetime | None, datetime | None]
+    ) -> None:
+        self.role, self.item, self.shown = role, item, shown
+        self.count = item.obs.count
+        self._link: ChainLink | None = None
+
+    @property
+    def node(self) -> str:
+        return self.item.obs.node
+
+    def key(self) -> tuple[datetime, str]:
+        """Earliest first (unknown last), then by node."""
+        return (utc(self.shown[0]) or FAR_FUTURE, self.item.obs.node)
+
+    def link(self) -> ChainLink:
+        if self._link is None:
+            it, o = self.item, self.item.obs
+            t_lo, t_hi = self.shown
+            link = ChainLink(
                 time=t_lo,
                 time_latest=t_hi,
                 node=o.node,
                 kind=o.kind,
-                role=role,  # type: ignore[arg-type]
+                role=self.role,  # type: ignore[arg-type]
                 summary=it.summary,
                 evidence=_evidence(o, it),
                 gpu=o.gpu,
@@ -110,27 +117,55 @@ def _fold(
                 count=o.count,
                 time_quality=o.time_quality,
             )
+            if link.count != self.count:
+                link = link.model_copy(update={"count": self.count})
+            self._link = link
+        return self._link
+
+
+def _fold(
+    roots_items: list[Item],
+    other_items: list[Item],
+    shown: dict[int, tuple[datetime | None, datetime | None]],
+) -> list[_Folded]:
+    """One link per (role, node, kind, device, code), counting the identical ones."""
+    folded: dict[tuple[Any, ...], _Folded] = {}
+
+    def when(it: Item) -> tuple[datetime, str]:
+        return (shown[id(it)][0] or FAR_FUTURE, it.obs.node)
+
+    for role, its in (("root_cause", roots_items), ("symptom", other_items)):
+        for it in sorted(its, key=when):
+            o = it.obs
+            key = (role, o.node, o.kind, o.gpu, o.pci, o.code)
+            f = folded.get(key)
+            if f is not None:
+                f.count += o.count
+                continue
+            folded[key] = _Folded(role, it, shown[id(it)])
     return list(folded.values())
 
 
-def _cap(links: list[ChainLink], cap: int) -> list[ChainLink]:
+def _cap(folded: list[_Folded], cap: int) -> list[ChainLink]:
     """At most `cap` links: half the roots, the earliest symptom of each node, then the rest."""
-    if len(links) <= cap:
-        return links
-    roots = [lk for lk in links if lk.role == "root_cause"][: cap // 2]
-    others = sorted((lk for lk in links if lk.role != "root_cause"), key=_link_key)
-    keep: list[ChainLink] = list(roots)
+    if len(folded) <= cap:
+        return [f.link() for f in folded]
+    roots = [f for f in folded if f.role == "root_cause"][: cap // 2]
+    others = sorted((f for f in folded if f.role != "root_cause"), key=_Folded.key)
+    keep: list[_Folded] = list(roots)
     seen_nodes: set[str] = set()
-    for lk in others:  # earliest symptom per node first
-        if lk.node not in seen_nodes and len(keep) < cap:
-            keep.append(lk)
-            seen_nodes.add(lk.node)
-    for lk in others:
-        if len(keep) >= cap:
+    for f in others:  # earliest symptom per node first
+        if f.node not in seen_nodes and len(keep) < cap:
+            keep.append(f)
+            seen_nodes.add(f.node)
+    links = [f.link() for f in keep]
+    for f in others:
+        if len(links) >= cap:
             break
-        if lk not in keep:
-            keep.append(lk)
-    return keep
+        lk = f.link()
+        if lk not in links:
+            links.append(lk)
+    return links
 
 
 def coverage_notes(coverage: list[SourceCoverage]) -> list[str]:
@@ -288,7 +323,7 @@ def attributed(
 ) -> AttributionResult:
     """One cause: its category, suspects, headline, confidence (lower when a runner-up is
     close or the time is unknown) and the lower-ranked causes as notes."""
-    others = [i for i in all_items(top) if i not in top.items]
+    others = without(all_items(top), top.items)
     for c in roots:
         if c is not top:
             others.extend(all_items(c))
@@ -373,10 +408,6 @@ def _headline(top: Cand, symptoms: list[Item]) -> str:
         else:
             summary += f", within clock skew of {what} on {where}"
     return summary
-
-
-def _link_key(lk: ChainLink) -> tuple[datetime, str]:
-    return (utc(lk.time) or FAR_FUTURE, lk.node)
 
 
 def _evidence(o: Observation, it: Item | None = None) -> Evidence:

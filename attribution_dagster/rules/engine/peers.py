@@ -17,6 +17,7 @@ from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.engine.items import Classify, Item, hms, home, utc
 from attribution_dagster.rules.engine.liveness import (
+    Theirs,
     converge,
     last_seen,
     latest,
@@ -75,9 +76,10 @@ def converge_on_peer(
     ranks = learn_ranks(ctx, observations)
     named: dict[str, set[str]] = defaultdict(set)
     about: dict[int, str] = {}
+    job_nodes = set(ctx.nodes)
     for it in causes + symptoms:
         target = peer_node(it.obs, index, ranks)
-        if target is not None and target != it.obs.node and it.obs.node in ctx.nodes:
+        if target is not None and target != it.obs.node and it.obs.node in job_nodes:
             named[target].add(it.obs.node)
             about[id(it)] = target
     complaining = {
@@ -128,12 +130,13 @@ def silent_nodes(
     }
     targets = list(dict.fromkeys(([pointed] if pointed else []) + named_down))
     targets = [n for n in targets if n not in ended]
-    found = [(n, tail) for n in targets if (tail := silent(n, seen, ctx.end, gap))]
+    theirs = Theirs(seen)
+    found = [(n, tail) for n in targets if (tail := silent(n, seen, ctx.end, gap, theirs))]
     if not found and ctx.state is JobState.NODE_FAIL:
         quiet = [
             (n, tail)
             for n in ctx.nodes
-            if n not in ended and (tail := silent(n, seen, ctx.end, gap))
+            if n not in ended and (tail := silent(n, seen, ctx.end, gap, theirs))
         ]
         if len(quiet) == 1:
             found = quiet

@@ -8,6 +8,8 @@ progress stopped stays the cause, and the result names the stall.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.engine.items import FAR_FUTURE, Cand, Item, hms, secs, utc
@@ -48,16 +50,35 @@ def progress_note(progress: Progress, tuning: EngineTuning) -> str:
     return note
 
 
-def outlived(s: Item, progress: Progress, tuning: EngineTuning) -> bool:
+def outlived(
+    s: Item, progress: Progress, tuning: EngineTuning, latest: datetime | None = None
+) -> bool:
     """Training progressed `progress_grace_seconds` after this symptom's latest possible
-    time (on its node, else anywhere in the job): it was not the failure's onset."""
+    time (on its node, else anywhere in the job): it was not the failure's onset.
+    `latest`: the job's last progress time, when the caller has it (`latest_progress`)."""
     if not progress or s.hi >= FAR_FUTURE:
         return False
     mine = progress.get(s.obs.node)
-    seen = [mine] if mine is not None else list(progress.values())
-    t_last = max(utc(o.time) for o in seen)  # type: ignore[type-var]
+    if mine is not None:
+        t_last = utc(mine.time)
+    else:
+        t_last = latest if latest is not None else latest_progress(progress)
     assert t_last is not None
     return secs(t_last, s.hi) >= tuning.progress_grace_seconds
+
+
+def latest_progress(progress: Progress) -> datetime | None:
+    """The job's last training progress time (any node), None without progress."""
+    return max((utc(o.time) for o in progress.values()), default=None)  # type: ignore[type-var]
+
+
+def outlived_ids(symptoms: list[Item], progress: Progress, tuning: EngineTuning) -> set[int]:
+    """`id()` of each symptom training outlived (`outlived`); the job's last progress time
+    is read once, not once per symptom (8,192 watchdog timeouts on 1,024 nodes)."""
+    if not progress:
+        return set()
+    latest = latest_progress(progress)
+    return {id(s) for s in symptoms if outlived(s, progress, tuning, latest)}
 
 
 def progressed(c: Cand, progress: Progress, tuning: EngineTuning) -> None:

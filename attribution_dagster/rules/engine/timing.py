@@ -124,23 +124,25 @@ def recovered(
     running through it. Demote it so it neither wins nor explains the real cause."""
     if not c.items or any(i.rule.recovered_by is None or i.t is None for i in c.items):
         return
-    where = set(c.affected)
+    where, rule = set(c.affected), c.rule  # c.rule reads every item: once, not per symptom
     onset = [
-        s.t for s in symptoms if s.rule.onset and s.t is not None and explained_by(c.rule, s, where)
+        s.t for s in symptoms if s.rule.onset and s.t is not None and explained_by(rule, s, where)
     ]
     if not onset:
         return
     deadline = min(onset)  # type: ignore[type-var]
     grace = tuning.recovery_grace_seconds + settings.skew_seconds
     last_clear: datetime | None = None
+    on_node: dict[str, list[Observation]] = {}  # an outage on 1,024 nodes: each its own
+    for o in recoveries:
+        on_node.setdefault(o.node, []).append(o)
     for it in c.items:
         rb = it.rule.recovered_by
         assert rb is not None and it.t is not None
         clears = [
             t
-            for o in recoveries
-            if o.node == it.obs.node
-            and rb.test(o)
+            for o in on_node.get(it.obs.node, ())
+            if rb.test(o)
             and (t := utc(o.time)) is not None
             and t >= it.t
             and secs(deadline, t) >= grace
