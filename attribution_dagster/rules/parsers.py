@@ -179,6 +179,11 @@ def _sort_key(o: Observation) -> tuple[int, float, str, str]:
     return (0, t.timestamp(), o.node, o.locator.render())
 
 
+def _unnamed(regex: str) -> str:
+    """A regex with its named groups made plain, so several can share one alternation."""
+    return re.sub(r"\(\?P<\w+>", "(?:", regex)
+
+
 class ParserCatalog:
     """Compiled parsers plus metric specs; build with load_catalog()."""
 
@@ -200,6 +205,12 @@ class ParserCatalog:
         self.parsers = [Parser(p, i) for i, p in enumerate(parsers)]
         self.origin_specs = list(origins or [])
         self._origins = [(o.id, re.compile(o.regex)) for o in self.origin_specs]
+        # any prefix at all, tested once before the per-prefix loop: most lines carry none
+        self._origin_any = (
+            re.compile("|".join(f"(?:{_unnamed(o.regex)})" for o in self.origin_specs))
+            if self.origin_specs
+            else None
+        )
         self.metric_specs = metrics
         self.noise = noise
         self._metrics = MetricNormalizer(metrics)
@@ -241,6 +252,13 @@ class ParserCatalog:
         after an optional leading timestamp; where two name the same key the inner one wins."""
         line = text[:512].split("\n", 1)[0]
         pos, found = 0, {}
+        probe = self._origin_any
+        if probe is None:
+            return found
+        if probe.match(line) is None:  # the common case: no prefix, at the start or after a stamp
+            stamp = _LEAD_STAMP.match(line)
+            if stamp is None or probe.match(line, stamp.end()) is None:
+                return found
         for attempt in range(2):
             while True:
                 for _, rx in self._origins:
