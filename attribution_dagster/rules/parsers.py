@@ -125,6 +125,7 @@ from attribution_dagster.rules.catalog_specs import (  # noqa: F401 - re-exporte
 )
 from attribution_dagster.rules.decoders import DECODER_ATTRS
 from attribution_dagster.rules.facts import Fact, fold
+from attribution_dagster.rules.grouping import FactGrouper
 from attribution_dagster.rules.matcher import (  # noqa: F401 - re-exported
     Parser,
     _convert,
@@ -279,6 +280,10 @@ class ParserCatalog:
             pos = stamp.end()
         return found
 
+    def grouper(self, ctx: ExecutionContext) -> FactGrouper:
+        """Which lines of a file state the same facts (for the files reader's workers)."""
+        return FactGrouper(self, ctx)
+
     def parse_line(self, line: str) -> list[tuple[Parser, dict[str, Any]]]:
         """Matches of one line (first line of a record) in catalog order: (parser, draft)."""
         return self._match(line, line)
@@ -355,6 +360,8 @@ class ParserCatalog:
             text = "\n".join(part[:MATCH_MAX] for part in text.split("\n"))
         try:
             matches = self._match(line, text)
+            if rec.only is not None:  # a line folded per parser: this record is these parts
+                matches = [(p, d) for p, d in matches if p.spec.id in rec.only]
             if "\n" in text and any("event_reason" in d["attrs"] for _, d in matches):
                 matches += self._event_row_matches(text, matches)
         except Exception:  # regex engine edge cases must not stop an analysis
@@ -449,7 +456,7 @@ class ParserCatalog:
     def normalize(self, raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
         """All records and samples, time-ordered (unknown last); a line read twice counts once;
         a repeated fact is one observation (`fold`: count, first and last time and locator)."""
-        seen: set[tuple[str, str, str]] = set()
+        seen: set[tuple[Any, ...]] = set()
         per_record: list[tuple[RawRecord, list[Fact]]] = []
         # where each file stops (liveness, not a parsed event): the engine's silence test
         tails = [_tail_observation(r) for r in raw.tails]
@@ -459,7 +466,7 @@ class ParserCatalog:
             if rec.last_of_file:
                 tails.append(_tail_observation(rec))
                 continue
-            key = (rec.source, rec.locator.render(), rec.text)
+            key = (rec.source, rec.locator.render(), rec.text, rec.only)
             if key in seen:
                 continue
             seen.add(key)
