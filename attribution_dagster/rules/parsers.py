@@ -360,8 +360,6 @@ class ParserCatalog:
             text = "\n".join(part[:MATCH_MAX] for part in text.split("\n"))
         try:
             matches = self._match(line, text)
-            if rec.only is not None:  # a line folded per parser: this record is these parts
-                matches = [(p, d) for p, d in matches if p.spec.id in rec.only]
             if "\n" in text and any("event_reason" in d["attrs"] for _, d in matches):
                 matches += self._event_row_matches(text, matches)
         except Exception:  # regex engine edge cases must not stop an analysis
@@ -379,7 +377,10 @@ class ParserCatalog:
         # writing about the node, not the node writing (liveness), whichever door and file
         # layout it came through (API, a node's events file, a cluster-level one).
         event = next((d["attrs"] for _, d in matches if "event_reason" in d["attrs"]), None)
+        only = rec.only  # a line folded per parser (rules/grouping.py): this record's parts
         for p, draft in matches:
+            if only is not None and p.spec.id not in only:
+                continue
             attrs = draft["attrs"]
             if event is not None and "event_reason" not in attrs:
                 attrs = {**{k: event[k] for k in _EVENT_TAG if k in event}, **attrs}

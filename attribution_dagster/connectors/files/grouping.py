@@ -18,8 +18,12 @@ from datetime import datetime, timezone
 from attribution_dagster.core.evidence import LinePart
 from attribution_dagster.core.formats.scan import FileScan
 
+GROUP_MIN_LINES = 2048
+"""A file is grouped when it keeps more lines than this (NCCL_DEBUG=INFO init, a storm of
+distinct lines): there memory follows facts. Below, every line stays itself, so an export
+writes each one and a re-analysis counts the same (reports/export.py)."""
 GROUP_KEEP = 1
-"""Lines kept as themselves per fact and file before later ones fold into the last kept."""
+"""Lines kept as themselves per fact in a grouped file before later ones fold in."""
 
 # (line, time, quality, text, only, count, last line, last time, last text)
 Row = list

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from attribution_dagster.connectors.files.grouping import grouped_rows, plain_rows
+from attribution_dagster.connectors.files import grouping
 from attribution_dagster.core.construct import constructor
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
@@ -61,10 +61,10 @@ def scan_rows(
     """One file's scan and its kept lines as rows (grouping.py), lines stating the same facts
     folded when a grouper is given; the scan's own records are freed (sent once)."""
     res = scanner.scan_path(path, display)
-    if grouper is not None and node != CLUSTER_NODE and res.records:
-        rows = grouped_rows(res, grouper.parts(node, path.name, res.records))
+    if grouper is not None and node != CLUSTER_NODE and len(res.records) > grouping.GROUP_MIN_LINES:
+        rows = grouping.grouped_rows(res, grouper.parts(node, path.name, res.records))
     else:
-        rows = plain_rows(res)
+        rows = grouping.plain_rows(res)
     res.records, res.repeats = [], {}
     return res, rows
 
