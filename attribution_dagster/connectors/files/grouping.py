@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from attribution_dagster.core.evidence import LinePart
 from attribution_dagster.core.formats.scan import FileScan
 
-GROUP_MIN_LINES = 2048
+GROUP_MIN_LINES = 256
 """A file is grouped when it keeps more lines than this (NCCL_DEBUG=INFO init, a storm of
 distinct lines): there memory follows facts. Below, every line stays itself, so an export
 writes each one and a re-analysis counts the same (reports/export.py)."""
