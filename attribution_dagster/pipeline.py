@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from attribution_dagster.connectors.base import (
     LogSource,
@@ -105,7 +106,12 @@ def collect_evidence(
         case = Path(case)
         if (case / "logs").is_dir() or not log_sources:
             log_sources = ()
-            _add_logs(raw, files.fetch_logs(case, ctx, _anchors(), settings.window(ctx)))
+            _add_logs(
+                raw,
+                files.fetch_logs(
+                    case, ctx, _anchors(), settings.window(ctx), **_grouping(files, ctx)
+                ),
+            )
         if (case / "metrics").is_dir() or not metric_sources:
             metric_sources = ()
             samples, cov = files.fetch_metrics(
@@ -148,6 +154,12 @@ def _add_logs(raw: RawEvidence, batch: LogBatch) -> None:
     raw.coverage.append(batch.coverage)
 
 
+def _grouping(source: object, ctx: ExecutionContext) -> dict[str, Any]:
+    """`grouper=` for a source that folds lines stating the same facts where it scans them
+    (the files reader: rules/grouping.py), else nothing."""
+    return {"grouper": catalog().grouper(ctx)} if getattr(source, "groups_lines", False) else {}
+
+
 def _read_sources(
     raw: RawEvidence,
     ctx: ExecutionContext,
@@ -160,7 +172,9 @@ def _read_sources(
     limits = SourceLimits(max_line_bytes=settings.max_line_bytes)
     for log_source in log_sources:
         try:
-            batch = log_source.fetch_logs(ctx, _anchors(), window, limits)
+            batch = log_source.fetch_logs(
+                ctx, _anchors(), window, limits, **_grouping(log_source, ctx)
+            )
         except Exception as exc:  # noqa: BLE001 - one source failing is partial evidence
             batch = LogBatch(coverage=failed_coverage(log_source.name, exc))
         # the contract says a source cuts its own lines; this enforces it (a no-op for a

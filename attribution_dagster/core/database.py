@@ -8,10 +8,10 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+if TYPE_CHECKING:  # imported where an engine is made: a CLI run that stores nothing never pays
+    from sqlalchemy.engine import Engine
 
 RESULTS_DB_RELATIVE = Path(".attribution") / "results.db"
 
@@ -44,6 +44,9 @@ def shared_engine(url: str) -> Engine:
 
 
 def _make_engine(url: str) -> Engine:
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import make_url
+
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":

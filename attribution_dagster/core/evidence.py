@@ -3,8 +3,9 @@ coverage (what each source read and what it could not)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -81,11 +82,35 @@ class RawRecord(BaseModel):
     time_last: datetime | None = None
     locator_last: Locator | None = None
     text_last: str | None = None  # the last repeat as written (its own timestamps)
+    # a line that states the same facts as later lines of its file stands for them all
+    # (LineGrouper): the parser ids whose facts it stands for, `count` lines of them, the
+    # last at `locator_last`; None: every parser's (a line grouped whole, or not grouped)
+    only: tuple[str, ...] | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _text_locator(cls, data: Any) -> Any:
         return _as_locator(data)
+
+
+ScanLine = tuple[int, datetime | None, str, str]
+"""A kept line as a scanner has it: line number, time, time quality, text."""
+
+LinePart = tuple[tuple[str, ...] | None, Hashable]
+"""(parser ids or None for all, key): lines of one file with equal keys state one fact."""
+
+
+class LineGrouper(Protocol):
+    """Which kept lines of one file state the same facts, so a repeated fact crosses the
+    process boundary once (issue 16). The rules layer implements it (it knows what a line
+    says); a scanner calls it where it scans, file by file, in its worker process."""
+
+    def parts(
+        self, node: str, stream: str, lines: Sequence[ScanLine]
+    ) -> list[list[LinePart] | None]:
+        """Per line: None to keep it as it is, else its parts: a line whose every part's key
+        was seen before in the file is folded into the lines that hold them."""
+        ...
 
 
 class MetricSample(BaseModel):

@@ -30,7 +30,10 @@ written one after the other to `logs/<node>/<stream>`, with that time as an ISO 
 
 Not reproduced (NOT_REPRODUCED): the repeats of a line the scanner folded (a line
 repeated more than FOLD_AFTER times in one file, an XID storm: the first FOLD_AFTER and the
-last are written, so the chain's `x N` is smaller after re-analysis); the coverage's
+last are written, so the chain's `x N` is smaller after re-analysis), and likewise the
+lines of a file keeping more than GROUP_MIN_LINES lines (connectors/files/grouping.py) that
+state a fact already kept (NCCL_DEBUG=INFO init lines: the first and last of each fact are
+written); the coverage's
 counts of what was read and not kept
 (bytes, lines, files and metric samples read; hits and samples out of the window;
 cluster-level lines naming no job node; damaged lines: invalid UTF-8, overlong, binary),

@@ -72,12 +72,13 @@ def _relabel_by_origin(
     def claim(table: dict[int, str | None], key: int, node: str) -> None:
         table[key] = node if table.get(key, node) == node else None
 
+    job_nodes = set(ctx.nodes)
     for rec, obs in per_record:
         origin = origin_of(rec.text) if obs else {}
         origins.append(origin)
         path = rec.locator.stream
         for o in obs:
-            if o.node not in ctx.nodes:
+            if o.node not in job_nodes:
                 continue
             spec = o.attrs.get("tasks")
             if isinstance(spec, str) and o.attrs.get("host") is not None:
@@ -127,6 +128,7 @@ def _follow_echoes(
     if ctx is None:
         return per_record
     named: dict[tuple[str, str, Any], list[tuple[int, str]]] = {}
+    job_nodes = set(ctx.nodes)
     for rec, obs in per_record:
         path, line = rec.locator.stream, rec.locator.position
         for o in obs:
@@ -135,7 +137,7 @@ def _follow_echoes(
                 and o.time is not None
                 and o.attrs.get("logged_on") == rec.node
                 and o.node != rec.node
-                and o.node in ctx.nodes
+                and o.node in job_nodes
             ):
                 named.setdefault((path, o.parser, o.time), []).append((line, o.node))
     if not named:

@@ -125,6 +125,7 @@ from attribution_dagster.rules.catalog_specs import (  # noqa: F401 - re-exporte
 )
 from attribution_dagster.rules.decoders import DECODER_ATTRS
 from attribution_dagster.rules.facts import Fact, fold
+from attribution_dagster.rules.grouping import FactGrouper
 from attribution_dagster.rules.matcher import (  # noqa: F401 - re-exported
     Parser,
     _convert,
@@ -179,6 +180,11 @@ def _sort_key(o: Observation) -> tuple[int, float, str, str]:
     return (0, t.timestamp(), o.node, o.locator.render())
 
 
+def _unnamed(regex: str) -> str:
+    """A regex with its named groups made plain, so several can share one alternation."""
+    return re.sub(r"\(\?P<\w+>", "(?:", regex)
+
+
 class ParserCatalog:
     """Compiled parsers plus metric specs; build with load_catalog()."""
 
@@ -200,6 +206,12 @@ class ParserCatalog:
         self.parsers = [Parser(p, i) for i, p in enumerate(parsers)]
         self.origin_specs = list(origins or [])
         self._origins = [(o.id, re.compile(o.regex)) for o in self.origin_specs]
+        # any prefix at all, tested once before the per-prefix loop: most lines carry none
+        self._origin_any = (
+            re.compile("|".join(f"(?:{_unnamed(o.regex)})" for o in self.origin_specs))
+            if self.origin_specs
+            else None
+        )
         self.metric_specs = metrics
         self.noise = noise
         self._metrics = MetricNormalizer(metrics)
@@ -241,6 +253,13 @@ class ParserCatalog:
         after an optional leading timestamp; where two name the same key the inner one wins."""
         line = text[:512].split("\n", 1)[0]
         pos, found = 0, {}
+        probe = self._origin_any
+        if probe is None:
+            return found
+        if probe.match(line) is None:  # the common case: no prefix, at the start or after a stamp
+            stamp = _LEAD_STAMP.match(line)
+            if stamp is None or probe.match(line, stamp.end()) is None:
+                return found
         for attempt in range(2):
             while True:
                 for _, rx in self._origins:
@@ -260,6 +279,10 @@ class ParserCatalog:
                 break
             pos = stamp.end()
         return found
+
+    def grouper(self, ctx: ExecutionContext) -> FactGrouper:
+        """Which lines of a file state the same facts (for the files reader's workers)."""
+        return FactGrouper(self, ctx)
 
     def parse_line(self, line: str) -> list[tuple[Parser, dict[str, Any]]]:
         """Matches of one line (first line of a record) in catalog order: (parser, draft)."""
@@ -354,7 +377,10 @@ class ParserCatalog:
         # writing about the node, not the node writing (liveness), whichever door and file
         # layout it came through (API, a node's events file, a cluster-level one).
         event = next((d["attrs"] for _, d in matches if "event_reason" in d["attrs"]), None)
+        only = rec.only  # a line folded per parser (rules/grouping.py): this record's parts
         for p, draft in matches:
+            if only is not None and p.spec.id not in only:
+                continue
             attrs = draft["attrs"]
             if event is not None and "event_reason" not in attrs:
                 attrs = {**{k: event[k] for k in _EVENT_TAG if k in event}, **attrs}
@@ -431,7 +457,7 @@ class ParserCatalog:
     def normalize(self, raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
         """All records and samples, time-ordered (unknown last); a line read twice counts once;
         a repeated fact is one observation (`fold`: count, first and last time and locator)."""
-        seen: set[tuple[str, str, str]] = set()
+        seen: set[tuple[Any, ...]] = set()
         per_record: list[tuple[RawRecord, list[Fact]]] = []
         # where each file stops (liveness, not a parsed event): the engine's silence test
         tails = [_tail_observation(r) for r in raw.tails]
@@ -441,7 +467,7 @@ class ParserCatalog:
             if rec.last_of_file:
                 tails.append(_tail_observation(rec))
                 continue
-            key = (rec.source, rec.locator.render(), rec.text)
+            key = (rec.source, rec.locator.render(), rec.text, rec.only)
             if key in seen:
                 continue
             seen.add(key)

@@ -28,6 +28,7 @@ from attribution_dagster.connectors.files.reader import (
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
     Anchor,
+    LineGrouper,
     LogBatch,
     MetricFamily,
     MetricSample,
@@ -49,9 +50,11 @@ class LocalFilesClient(Reader):
         ctx: ExecutionContext,
         anchors: Sequence[Anchor],
         window: Window,
+        grouper: LineGrouper | None = None,
     ) -> LogBatch:
         """`logs/<node>/**` of the job's nodes (any spelling NodeIndex resolves), and every
-        other `logs/<dir>/**` as a cluster-level source (spec section 1)."""
+        other `logs/<dir>/**` as a cluster-level source (spec section 1). With a `grouper`,
+        a node's lines that state the same facts are folded as they are scanned."""
         case_dir = Path(case_dir)
         cov = SourceCoverage(source="files:logs")
         box = Confined(case_dir, "the case")
@@ -85,7 +88,7 @@ class LocalFilesClient(Reader):
                 FileJob(CLUSTER_NODE, path, display)
                 for path, display in box.walk(logs / name, f"logs/{name}", cov.errors)
             )
-        return self._read_all(jobs, ctx, anchors, window, cov, str(case_dir))
+        return self._read_all(jobs, ctx, anchors, window, cov, str(case_dir), grouper)
 
     # -- metrics ------------------------------------------------------------------------
     def fetch_metrics(

@@ -17,11 +17,14 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+from attribution_dagster.connectors.files import grouping
 from attribution_dagster.core.construct import constructor
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
     Anchor,
+    LineGrouper,
     LogBatch,
     RawRecord,
     SourceCoverage,
@@ -35,20 +38,35 @@ PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 HEAD_BYTES = 64 * 1024  # how much of a file's head is read to find its first line's time
 
 _worker: FileScanner | None = None  # per worker process, built by _init_worker
+_grouper: LineGrouper | None = None  # the pipeline's, inherited by the forked workers
 
 # built without validation: every value is the scanner's own, typed already
 _record = constructor(RawRecord)
 _file_line = constructor(FileLine)
 
 
-def _init_worker(spec: ScanSpec) -> None:
-    global _worker
-    _worker = FileScanner(spec)
+def _init_worker(spec: ScanSpec, grouper: LineGrouper | None) -> None:
+    global _worker, _grouper
+    _worker, _grouper = FileScanner(spec), grouper
 
 
-def _scan_in_worker(path: str, display: str) -> FileScan:
+def _scan_in_worker(path: str, display: str, node: str) -> tuple[FileScan, list[tuple]]:
     assert _worker is not None
-    return _worker.scan_path(Path(path), display)
+    return scan_rows(_worker, _grouper, Path(path), display, node)
+
+
+def scan_rows(
+    scanner: FileScanner, grouper: LineGrouper | None, path: Path, display: str, node: str
+) -> tuple[FileScan, list[tuple]]:
+    """One file's scan and its kept lines as rows (grouping.py), lines stating the same facts
+    folded when a grouper is given; the scan's own records are freed (sent once)."""
+    res = scanner.scan_path(path, display)
+    if grouper is not None and node != CLUSTER_NODE and len(res.records) > grouping.GROUP_MIN_LINES:
+        rows = grouping.grouped_rows(res, grouper.parts(node, path.name, res.records))
+    else:
+        rows = grouping.plain_rows(res)
+    res.records, res.repeats = [], {}
+    return res, rows
 
 
 def _usable_cpus() -> int:
@@ -144,6 +162,10 @@ class Confined:
 class Reader:
     """Scans a list of FileJobs into RawRecords and fills the coverage counters."""
 
+    # fetch_logs takes `grouper` (core.evidence.LineGrouper): lines that state the same facts
+    # are folded in the scanner workers
+    groups_lines: ClassVar[bool] = True
+
     def __init__(
         self,
         *,
@@ -183,10 +205,11 @@ class Reader:
         window: Window,
         cov: SourceCoverage,
         root: str,
+        grouper: LineGrouper | None = None,
     ) -> LogBatch:
         """Scan the listed files into records and settle the coverage status. `root`: the
         case or root directory the files were found under (part of each FileLine locator)."""
-        batch, failed = self._read(jobs, ctx, anchors, window, cov, root)
+        batch, failed = self._read(jobs, ctx, anchors, window, cov, root, grouper)
         cov.errors = list(dict.fromkeys(cov.errors))  # a path two templates reached: once
         read_any = len(cov.nodes_read) + (1 if any(j.node == CLUSTER_NODE for j in jobs) else 0)
         cov.status = coverage_status(  # type: ignore[assignment]
@@ -202,12 +225,13 @@ class Reader:
         window: Window,
         cov: SourceCoverage,
         root: str,
+        grouper: LineGrouper | None = None,
     ) -> tuple[LogBatch, int]:
         """Records of every job (cluster-level lines naming no job node dropped and counted)
         and the number of files that could not be read at all."""
         # Long on purpose: the per-record loop that turns scanner tuples into records; its cost
         # is per line, so it stays one frame
-        results = self._scan_all(self._spec(ctx, anchors, window), jobs)
+        results = self._scan_all(self._spec(ctx, anchors, window), jobs, grouper)
         index = NodeIndex.of(ctx)
         # a switch-side line (OpenSM, UFM, switch syslog) names a switch port, not a job node:
         # kept for the engine to map through the topology (the parser catalog says which)
@@ -216,7 +240,7 @@ class Reader:
         tails: list[RawRecord] = []
         progress: list[RawRecord] = []
         failed = 0
-        for job, res in zip(jobs, results, strict=True):
+        for job, (res, rows) in zip(jobs, results, strict=True):
             cov.files += 1
             cov.bytes += res.bytes
             cov.lines += res.lines
@@ -228,7 +252,7 @@ class Reader:
                 cov.errors.append(res.error)
                 failed += 1
             stream = job.path.name  # one string for every record of the file
-            for lineno, t, quality, text in res.records:
+            for lineno, t, quality, text, only, count, last_line, last_t, last_text in rows:
                 # the whole record: a pretty-printed Event names its node lines after the
                 # `"eventTime"` line the record starts at (the API door sees it whole)
                 if (
@@ -238,7 +262,6 @@ class Reader:
                 ):
                     cov.context_lines += 1
                     continue
-                rep = res.repeats.get(lineno)
                 # built without validation: every value is the scanner's own, typed already
                 records.append(
                     _record(
@@ -250,15 +273,16 @@ class Reader:
                         time_latest=res.latest.get(lineno),
                         text=text,
                         stream=stream,
-                        count=rep[0] if rep else 1,
-                        time_last=rep[2] if rep else None,
-                        text_last=rep[3] if rep else None,
-                        locator_last=_file_line(root=root, path=job.display, line=rep[1])
-                        if rep
+                        count=count,
+                        time_last=last_t,
+                        text_last=last_text,
+                        locator_last=_file_line(root=root, path=job.display, line=last_line)
+                        if last_line is not None
                         else None,
+                        only=only,
                     )
                 )
-            res.records = []  # the scanner's tuples, now records: free them file by file
+            rows.clear()  # the scanner's tuples, now records: free them file by file
             if job.node == CLUSTER_NODE:
                 continue  # where a cluster-level file stops says nothing about a job node
             if res.progress is not None:  # where training stopped advancing (engine)
@@ -290,7 +314,9 @@ class Reader:
         cov.records = len(records)
         return LogBatch(records=records, tails=tails, progress=progress, coverage=cov), failed
 
-    def _scan_all(self, spec: ScanSpec, jobs: list[FileJob]) -> list[FileScan]:
+    def _scan_all(
+        self, spec: ScanSpec, jobs: list[FileJob], grouper: LineGrouper | None = None
+    ) -> list[tuple[FileScan, list[tuple]]]:
         sizes = []
         for job in jobs:
             try:
@@ -300,25 +326,33 @@ class Reader:
         workers = min(self.workers, len(jobs))
         if workers > 1 and sum(sizes) >= self.parallel_min_bytes:
             try:
-                return self._scan_parallel(spec, jobs, sizes, workers)
+                return self._scan_parallel(spec, jobs, sizes, workers, grouper)
             except (OSError, ValueError, RuntimeError):  # no fork here: fall back in-process
                 pass
         scanner = FileScanner(spec)
-        return [scanner.scan_path(job.path, job.display) for job in jobs]
+        return [scan_rows(scanner, grouper, job.path, job.display, job.node) for job in jobs]
 
     @staticmethod
     def _scan_parallel(
-        spec: ScanSpec, jobs: list[FileJob], sizes: list[int], workers: int
-    ) -> list[FileScan]:
+        spec: ScanSpec,
+        jobs: list[FileJob],
+        sizes: list[int],
+        workers: int,
+        grouper: LineGrouper | None,
+    ) -> list[tuple[FileScan, list[tuple]]]:
         ctx = multiprocessing.get_context("fork")
         order = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # big files first
-        results: list[FileScan | None] = [None] * len(jobs)
+        results: list[tuple[FileScan, list[tuple]] | None] = [None] * len(jobs)
         with ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(spec,)
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(spec, grouper),
         ) as pool:
             futures = {
-                i: pool.submit(_scan_in_worker, str(jobs[i].path), jobs[i].display) for i in order
+                i: pool.submit(_scan_in_worker, str(jobs[i].path), jobs[i].display, jobs[i].node)
+                for i in order
             }
             for i, fut in futures.items():
                 results[i] = fut.result()
-        return [r if r is not None else FileScan() for r in results]
+        return [r if r is not None else (FileScan(), []) for r in results]

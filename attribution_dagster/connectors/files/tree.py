@@ -33,6 +33,7 @@ from attribution_dagster.connectors.files.reader import (
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
     Anchor,
+    LineGrouper,
     LogBatch,
     SourceCoverage,
 )
@@ -156,10 +157,11 @@ class FilesSource(OwnLineCap, Reader):
         anchors: Sequence[Anchor],
         window: Window,
         limits: SourceLimits | None = None,
+        grouper: LineGrouper | None = None,
     ) -> LogBatch:
         source = self.capped(limits)
         if source is not self:  # the analysis cap is below this source's own
-            return source.fetch_logs(ctx, anchors, window)
+            return source.fetch_logs(ctx, anchors, window, grouper=grouper)
         if not self.root.is_dir():
             raise SourceError(f"files root {self.root} is not a readable directory")
         cov = SourceCoverage(source=self.name)
@@ -203,7 +205,7 @@ class FilesSource(OwnLineCap, Reader):
             expected = [batch_host] if paths else []
         cov.nodes_read = [n for n in index.nodes if n in node_files]
         cov.nodes_missing = [n for n in expected if n not in cov.nodes_read]
-        return self._read_all(jobs, ctx, anchors, window, cov, str(self.root))
+        return self._read_all(jobs, ctx, anchors, window, cov, str(self.root), grouper)
 
     # -- templates --------------------------------------------------------------------------
     def _add_output(
