@@ -15,6 +15,17 @@ importable, else one `re` alternation), and only touches the lines that hold a h
   timed line, and one open at the file end has no upper bound (the job end bounds it);
 - `context_after` lines that run past the end of a block are taken from the next block.
 
+Storms cost per block, not per line (`fold_repeats`): once a fold key is hot (kept
+FOLD_AFTER times, then folded), each later block first counts that key's lines with one
+C-level regex pass (`_Storm`: the key's constant bytes, a stamp and a dmesg uptime of the
+kept line's shape, up to the newline), records them in `FileScan.repeats` as the per-line
+fold would (count, last line, time, text) and hands the hit finder a same-length copy of the
+block in which they are NUL-filled; everything else reads the real block, so line numbers,
+inherited times, `latest` and `tail` are unchanged. It is conservative: a block whose first
+or last line of the storm is outside the window (or out of order) goes per line, so
+`out_of_window` stays exact; stamps between those two are taken to run forward. A line of
+another shape (another host, stamp format, no uptime) is never counted: it goes per line.
+
 Damaged lines are counted for the whole file with block-level C calls, never a per-line
 loop: overlong lines by probing one `rfind` per `max_line_bytes` window; invalid UTF-8 by
 `isascii()` and, only for non-ASCII blocks, incremental strict decoding from error to error;
@@ -69,6 +80,7 @@ FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: ke
 # into the last one kept: ordinary repetition stays line for line (exports reproduce it),
 # storms (an XID logged 800,000 times) cost one record
 FOLD_AFTER = 64
+STORM_KEYS = 8  # storms counted per block at once in a file (more: their repeats go per line)
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,9 @@ class ScanSpec:
     # a hit line repeated in its file with only its leading timestamps changed (syslog or
     # ISO time, dmesg uptime) is kept once, with its count and last line (FileScan.repeats)
     fold_repeats: bool = False
+    # count a storm's later repeats per block with C-level regex passes (module doc); off:
+    # every repeat goes through the per-line loop (same results, tests compare the two)
+    storm_blocks: bool = True
 
 
 @dataclass
@@ -222,6 +237,39 @@ def build_matcher(literals: Sequence[bytes], use_hyperscan: bool = True) -> Matc
     return RegexMatcher(literals)
 
 
+def _shape(stamp: bytes) -> bytes:
+    """A regex for bytes like `stamp` but for their digits (`Nov  2 10:35:00`: any second)."""
+    return b"".join(rb"\d" if 48 <= c <= 57 else re.escape(bytes([c])) for c in stamp)
+
+
+@dataclass
+class _Storm:
+    """A hot fold key whose later repeats are counted per block. `rx` matches, in one C-level
+    pass, exactly the lines of that key's shape: the key's constant bytes before the uptime
+    (its literal prefix, so `re` only tries where they occur), preceded by a line start and a
+    stamp of the kept line's shape, then an uptime of its shape and the key's constant rest
+    up to the newline. `fill` (same length as a match: line numbers and offsets stay) hides
+    them from the hit finder; its last byte `tag` tells the storms of a block apart."""
+
+    rx: re.Pattern[bytes]
+    fill: bytes
+    stamp_len: int
+    tag: int
+
+
+def _storm_pattern(stamp: bytes, pre: bytes, uptime: bytes, rest: bytes) -> re.Pattern[bytes]:
+    return re.compile(
+        re.escape(pre)
+        + b"(?<=(?<![^\n])"
+        + _shape(stamp)
+        + re.escape(pre)
+        + b")"
+        + _shape(uptime)
+        + re.escape(rest)
+        + b"(?=\n)"
+    )
+
+
 class FileScanner:
     """Scans files for one ScanSpec; one instance per process (holds the compiled matcher)."""
 
@@ -283,6 +331,8 @@ class FileScanner:
         view = memoryview(buf)
         state = _State()
         self._folds: dict[bytes, list[int]] = {}  # stamp-less line -> [last kept line, times kept]
+        self._storms: dict[bytes, _Storm] = {}  # hot fold keys counted per block
+        self._no_storm: set[bytes] = set()  # hot keys the block path cannot count exactly
         n = 0  # valid bytes in buf
         last_byte = 10
         try:
@@ -331,7 +381,15 @@ class FileScanner:
         last_t, scan_pos = st.carry, 0
         nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
         tail_pos, tail_t = -1, None  # start and time of the block's last timed line seen
-        for s, e in self.matcher.hit_lines(buf, view, limit):
+        hid = self._hide_storms(buf, view, limit, st, res) if self._storms else None
+        hits = (
+            self.matcher.hit_lines(buf, view, limit)
+            if hid is None
+            else self.matcher.hit_lines(hid, memoryview(hid), limit)  # type: ignore[arg-type]
+        )
+        for s, e in hits:
+            if hid is not None and hid.find(b"\x00", s, e) >= 0:
+                continue  # a storm line counted by _hide_storms (an anchor in its stamp)
             cnt += count(b"\n", cnt_pos, s)
             cnt_pos = s
             lineno = st.lines + cnt + 1
@@ -378,7 +436,16 @@ class FileScanner:
                         res.repeats[seen[0]] = [2, lineno, t, text]
                     else:
                         rep[0] += 1
-                        rep[1], rep[2], rep[3] = lineno, t, text
+                        if lineno > rep[1]:  # _hide_storms may have counted later ones
+                            rep[1], rep[2], rep[3] = lineno, t, text
+                    if (
+                        quality == "exact"
+                        and spec.storm_blocks
+                        and key not in self._storms
+                        and key not in self._no_storm
+                        and len(self._storms) < STORM_KEYS
+                    ):
+                        self._promote(key, buf, s, e, m)  # type: ignore[arg-type]
                     continue
             text = self._clean(buf[s:e], res)
             if text is None:
@@ -408,6 +475,79 @@ class FileScanner:
                 st.tail = (lineno, tail_t, text)
         if self._progress_here:
             self._last_progress(buf, limit, st, res, carry0)
+
+    def _promote(self, key: bytes, buf: bytearray, s: int, e: int, m: re.Match[bytes]) -> None:
+        """Make a hot key a storm counted per block, when its lines can be told exactly by
+        shape: a stamp whose digits do not change how LINE_TIME reads it (glog's MMDD does),
+        a constant part of at least 8 bytes before the uptime (the regex's literal prefix),
+        and an anchor in a constant part (every line of the shape is then a hit line)."""
+        b0 = m.end()
+        um = _UPTIME_B.search(buf, b0, min(e, b0 + 160))
+        pre = bytes(buf[b0 : um.start()] if um else buf[b0:e])
+        uptime = um.group() if um else b""
+        rest = bytes(buf[um.end() : e]) if um else b""
+        probe = bytearray(pre + b"\n" + rest)
+        if (
+            m.group("gmd") is not None
+            or len(pre) < 8
+            or not self.matcher.hit_lines(probe, memoryview(probe), len(probe))
+        ):
+            self._no_storm.add(key)
+            return
+        try:
+            rx = _storm_pattern(bytes(buf[s:b0]), pre, uptime, rest)
+        except (re.error, OverflowError, RecursionError):  # a lookbehind `re` refuses
+            self._no_storm.add(key)
+            return
+        tag = min(set(range(1, STORM_KEYS + 2)) - {x.tag for x in self._storms.values()})
+        width = len(pre) + len(uptime) + len(rest)
+        self._storms[key] = _Storm(
+            rx=rx,
+            fill=b"\x00" * (width - 1) + bytes([tag]),
+            stamp_len=b0 - s,
+            tag=tag,
+        )
+
+    def _hide_storms(
+        self, buf: bytearray, view: memoryview, limit: int, st: _State, res: FileScan
+    ) -> bytes | None:
+        """Count each storm's lines of this block in its repeats (count, last line, time and
+        text: what the per-line fold gives) and return a copy of the block in which they are
+        filled with NULs, for the hit finder; None when no storm was counted. A storm is only
+        counted in a block whose first and last lines of it are inside the window: times are
+        taken to run forward between them (a storm crossing a window edge goes per line, so
+        out_of_window stays exact). A block holding a NUL goes per line (NUL marks hidden)."""
+        if buf.find(b"\x00", 0, limit) >= 0:
+            return None
+        hid: bytes | memoryview = view[:limit]
+        lo, hi = self.spec.window_start, self.spec.window_end
+        for key, storm in list(self._storms.items()):
+            out, n = storm.rx.subn(storm.fill, hid)
+            if not n:
+                del self._storms[key]  # paused: its next per-line repeat promotes it again
+                continue
+            first, last = out.find(storm.fill), out.rfind(storm.fill)
+            t_first = self._storm_time(buf, first - storm.stamp_len, first)
+            t_last = self._storm_time(buf, last - storm.stamp_len, last)
+            if t_first is None or t_last is None or not (lo <= t_first <= t_last <= hi):
+                continue  # this block's repeats of it go the per-line way
+            hid = out
+            start, end = last - storm.stamp_len, last + len(storm.fill)
+            lineno = st.lines + buf.count(b"\n", 0, start) + 1
+            text = buf[start:end].decode("utf-8", "replace")
+            kept = self._folds[key][0]
+            rep = res.repeats.get(kept)
+            if rep is None:
+                res.repeats[kept] = [1 + n, lineno, t_last, text]
+            else:
+                rep[0] += n
+                rep[1], rep[2], rep[3] = lineno, t_last, text
+        return hid if isinstance(hid, bytes) else None
+
+    def _storm_time(self, buf: bytearray, start: int, at: int) -> datetime | None:
+        """The time of a storm line whose stamp ends at `at` (None: not read as such)."""
+        m = LINE_TIME.match(buf, start, buf.find(b"\n", at))
+        return self.parser.from_match(m) if m is not None and m.end() == at else None
 
     def _last_progress(
         self, buf: bytearray, limit: int, st: _State, res: FileScan, carry: datetime | None
