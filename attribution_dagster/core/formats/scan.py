@@ -590,14 +590,7 @@ class FileScanner:
         """Append continuation lines starting at `pos` to records still waiting for them."""
         targets = st.pending[-1:] if only_last else st.pending
         want = max(n for _, n in targets)
-        lines: list[str] = []
-        while len(lines) < want and pos < limit:
-            e = buf.find(b"\n", pos, limit)
-            if e < 0:
-                e = limit
-            text = self._clean(buf[pos:e], res)
-            lines.append(text if text is not None else "")
-            pos = e + 1
+        lines = self._lines_from(buf, pos, limit, want, res)
         for item in targets:
             rec, n = item
             take = lines[:n]
@@ -605,6 +598,40 @@ class FileScanner:
                 rec[3] = rec[3] + "\n" + "\n".join(take)
             item[1] = n - len(take)
         st.pending = [p for p in st.pending if p[1] > 0]
+
+    def _lines_from(
+        self, buf: bytearray, pos: int, limit: int, want: int, res: FileScan
+    ) -> list[str]:
+        """Up to `want` lines from `pos` (a line cut at `limit` counts), each as _clean
+        gives it ("" for garbage). One slice, split and decode in the common case (text
+        with no control character but newlines, valid UTF-8, short lines: _clean would
+        change nothing); line by line otherwise."""
+        span = min(limit, pos + 256 * want)
+        while True:
+            parts = buf[pos:span].split(b"\n", want)
+            if len(parts) > want:
+                del parts[want:]  # the rest of the slice: not wanted
+                break
+            if span >= limit:
+                if parts[-1] == b"":  # the slice ends at a newline (or is empty)
+                    parts.pop()
+                break
+            span = min(limit, pos + 4 * (span - pos))
+        if not parts:
+            return []
+        chunk = b"\n".join(parts)
+        if len(chunk) <= self.spec.max_line_bytes:
+            ctrl = chunk.translate(None, _NOT_CONTROL)
+            if len(ctrl) == len(parts) - 1:  # its newlines only
+                try:
+                    return chunk.decode("utf-8").split("\n")
+                except UnicodeDecodeError:
+                    pass
+        out = []
+        for raw in parts:
+            text = self._clean(raw, res)
+            out.append(text if text is not None else "")
+        return out
 
     def _next_time(self, buf: bytearray, pos: int, limit: int) -> tuple[int, datetime | None]:
         """(start, time) of the first timed line after the newline at `pos` (pos -1: the
@@ -667,9 +694,13 @@ class FileScanner:
             nl = find(b"\n", pos, limit)
             pos = find(b"\x00", nl, limit) if nl >= 0 else -1
         res.binary_lines += found
-        # the common case: pure ASCII cannot be invalid UTF-8 (the whole buffer first: no
-        # copy; it also holds stale bytes past `limit`, so check the block exactly if needed)
-        if buf.isascii() or bytes(view[:limit]).isascii():
+        # the common case: pure ASCII cannot be invalid UTF-8. A small block (a small file
+        # in the big reused buffer) is copied and checked alone; a big one: the whole buffer
+        # first, no copy (it holds stale bytes past `limit`: then the block exactly)
+        if limit * 4 < len(buf):
+            if bytes(view[:limit]).isascii():
+                return
+        elif buf.isascii() or bytes(view[:limit]).isascii():
             return
         pos, found = 0, 0
         while found < DAMAGE_CAP:
