@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Protocol
 
 from attribution_dagster.core.formats.timestamps import (
+    JSON_TIME_SCAN,
     LINE_TIME,
     TIMED_LINE_START,
     TimestampParser,
@@ -63,7 +64,9 @@ except ImportError:  # pragma: no cover - depends on the platform
 
 HAVE_HYPERSCAN = _hs is not None
 DEFAULT_BLOCK = 4 * 1024 * 1024
-_BACK_WINDOW = 8192  # first backwards step when looking for an earlier timed line
+# backwards steps when looking for an earlier timed line: most are found in the first
+_BACK_STEPS = (512, 8192, 1 << 62)
+_STAMP_MAX = JSON_TIME_SCAN + 256  # the longest TIMED_LINE_START match (a JSON line's)
 DAMAGE_CAP = 256  # damaged lines located per kind and block
 PROGRESS_WINDOW = 64 * 1024  # a block's last progress line is looked for this far back
 _PROGRESS_STEPS = (4096, PROGRESS_WINDOW)  # near the end first: dense progress stops early
@@ -237,6 +240,20 @@ def build_matcher(literals: Sequence[bytes], use_hyperscan: bool = True) -> Matc
     return RegexMatcher(literals)
 
 
+def _cover(literals: Sequence[bytes]) -> list[bytes]:
+    """A few short substrings such that each literal holds one (greedy set cover): a window
+    holding none of them holds no literal, found with fewer C-level searches. Progress
+    literals share cores (`it/s]`, `it/s,`; `'loss': `, `loss=`, `train_loss`)."""
+    left, cores = set(literals), []
+    while left:
+        cands = {lit[i : i + n] for lit in left for n in range(4, 9) for i in range(len(lit) - n + 1)}
+        cands |= {lit for lit in left if len(lit) < 4}
+        best = max(sorted(cands), key=lambda c: (sum(c in lit for lit in left), len(c)))
+        cores.append(best)
+        left = {lit for lit in left if best not in lit}
+    return cores
+
+
 def _shape(stamp: bytes) -> bytes:
     """A regex for bytes like `stamp` but for their digits (`Nov  2 10:35:00`: any second)."""
     return b"".join(rb"\d" if 48 <= c <= 57 else re.escape(bytes([c])) for c in stamp)
@@ -281,6 +298,7 @@ class FileScanner:
         pairs = zip(spec.literals, spec.context_after, strict=True)
         self._ctx = [(lit.encode(), n) for lit, n in pairs if n > 0]
         self._last_lits = [lit.encode() for lit in spec.last_literals if lit]
+        self._last_cores = _cover(self._last_lits)
         self._progress_here = bool(self._last_lits)
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
@@ -447,10 +465,14 @@ class FileScanner:
                     ):
                         self._promote(key, buf, s, e, m)  # type: ignore[arg-type]
                     continue
-            text = self._clean(buf[s:e], res)
+            raw = buf[s:e]
+            text = self._clean(raw, res)
             if text is None:
                 continue
-            need = max((n for lit, n in self._ctx if lit in buf[s:e]), default=0)
+            need = 0
+            for lit, n in self._ctx:
+                if n > need and lit in raw:
+                    need = n
             if key is not None and not need:
                 if seen is not None:
                     seen[0], seen[1] = lineno, seen[1] + 1
@@ -558,7 +580,11 @@ class FileScanner:
         for step in _PROGRESS_STEPS:
             lo = max(0, limit - step)
             end = min(limit, hi + 64)  # overlap: a literal across the step boundary
-            at = max(buf.rfind(lit, lo, end) for lit in self._last_lits)
+            at = -1
+            for core in self._last_cores:  # no core in the window: no literal either
+                if buf.rfind(core, lo, end) >= 0:
+                    at = max(buf.rfind(lit, lo, end) for lit in self._last_lits)
+                    break
             if at >= 0 or lo == 0:
                 break
             hi = lo  # the next, wider step only searches what this one did not
@@ -654,10 +680,14 @@ class FileScanner:
     def _last_time(self, buf: bytearray, lo: int, hi: int) -> datetime | None:
         """Time of the last timed line starting after the newline at `lo` and before `hi`
         (or at 0 when lo is 0): a short backwards step first, then the rest of the range."""
-        split = max(lo, hi - _BACK_WINDOW)
-        t = self._last_in(buf, split, hi, hi)
-        if t is None and split > lo:
-            t = self._last_in(buf, lo, min(hi, split + 128), split)
+        t, before = None, hi
+        for step in _BACK_STEPS:
+            split = max(lo, hi - step)
+            # a stamp starting before `split` may end after it: searched up to its longest
+            t = self._last_in(buf, split, min(hi, before + _STAMP_MAX), before)
+            if t is not None or split == lo:
+                break
+            before = split
         if t is None and lo == 0:
             m0 = LINE_TIME.match(buf, 0, hi)
             if m0 is not None:
