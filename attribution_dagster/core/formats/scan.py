@@ -16,15 +16,15 @@ importable, else one `re` alternation), and only touches the lines that hold a h
 - `context_after` lines that run past the end of a block are taken from the next block.
 
 Storms cost per block, not per line (`fold_repeats`): once a fold key is hot (kept
-FOLD_AFTER times, then folded), each later block first counts that key's lines with one
-C-level regex pass (`_Storm`: the key's constant bytes, a stamp and a dmesg uptime of the
-kept line's shape, up to the newline), records them in `FileScan.repeats` as the per-line
-fold would (count, last line, time, text) and hands the hit finder a same-length copy of the
-block in which they are NUL-filled; everything else reads the real block, so line numbers,
-inherited times, `latest` and `tail` are unchanged. It is conservative: a block whose first
-or last line of the storm is outside the window (or out of order) goes per line, so
-`out_of_window` stays exact; stamps between those two are taken to run forward. A line of
-another shape (another host, stamp format, no uptime) is never counted: it goes per line.
+FOLD_AFTER times, then folded), each later block first finds that key's lines with C-level
+passes (core/formats/storms.py: lines of the kept line's stamp and uptime shape with the
+key's constant bytes), records them in `FileScan.repeats` as the per-line fold would (count,
+last line, time, text) and hands the hit finder a same-length copy of the block in which
+they are NUL-filled; everything else reads the real block, so line numbers, inherited times,
+`latest` and `tail` are unchanged. It is conservative: a block whose first or last line of
+the storm is outside the window (or out of order) goes per line, so `out_of_window` stays
+exact; stamps between those two are taken to run forward. A line of another shape (another
+host, stamp format, no uptime) is never counted: it goes per line.
 
 Damaged lines are counted for the whole file with block-level C calls, never a per-line
 loop: overlong lines by probing one `rfind` per `max_line_bytes` window; invalid UTF-8 by
@@ -50,6 +50,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from attribution_dagster.core.formats.storms import Storm, make_storm
 from attribution_dagster.core.formats.timestamps import (
     JSON_TIME_SCAN,
     LINE_TIME,
@@ -254,39 +255,6 @@ def _cover(literals: Sequence[bytes]) -> list[bytes]:
     return cores
 
 
-def _shape(stamp: bytes) -> bytes:
-    """A regex for bytes like `stamp` but for their digits (`Nov  2 10:35:00`: any second)."""
-    return b"".join(rb"\d" if 48 <= c <= 57 else re.escape(bytes([c])) for c in stamp)
-
-
-@dataclass
-class _Storm:
-    """A hot fold key whose later repeats are counted per block. `rx` matches, in one C-level
-    pass, exactly the lines of that key's shape: the key's constant bytes before the uptime
-    (its literal prefix, so `re` only tries where they occur), preceded by a line start and a
-    stamp of the kept line's shape, then an uptime of its shape and the key's constant rest
-    up to the newline. `fill` (same length as a match: line numbers and offsets stay) hides
-    them from the hit finder; its last byte `tag` tells the storms of a block apart."""
-
-    rx: re.Pattern[bytes]
-    fill: bytes
-    stamp_len: int
-    tag: int
-
-
-def _storm_pattern(stamp: bytes, pre: bytes, uptime: bytes, rest: bytes) -> re.Pattern[bytes]:
-    return re.compile(
-        re.escape(pre)
-        + b"(?<=(?<![^\n])"
-        + _shape(stamp)
-        + re.escape(pre)
-        + b")"
-        + _shape(uptime)
-        + re.escape(rest)
-        + b"(?=\n)"
-    )
-
-
 class FileScanner:
     """Scans files for one ScanSpec; one instance per process (holds the compiled matcher)."""
 
@@ -349,7 +317,7 @@ class FileScanner:
         view = memoryview(buf)
         state = _State()
         self._folds: dict[bytes, list[int]] = {}  # stamp-less line -> [last kept line, times kept]
-        self._storms: dict[bytes, _Storm] = {}  # hot fold keys counted per block
+        self._storms: dict[bytes, Storm] = {}  # hot fold keys counted per block
         self._no_storm: set[bytes] = set()  # hot keys the block path cannot count exactly
         n = 0  # valid bytes in buf
         last_byte = 10
@@ -516,19 +484,11 @@ class FileScanner:
         ):
             self._no_storm.add(key)
             return
+        tag = min(set(range(1, STORM_KEYS + 2)) - {x.tag for x in self._storms.values()})
         try:
-            rx = _storm_pattern(bytes(buf[s:b0]), pre, uptime, rest)
+            self._storms[key] = make_storm(bytes(buf[s:b0]), pre, uptime, rest, tag)
         except (re.error, OverflowError, RecursionError):  # a lookbehind `re` refuses
             self._no_storm.add(key)
-            return
-        tag = min(set(range(1, STORM_KEYS + 2)) - {x.tag for x in self._storms.values()})
-        width = len(pre) + len(uptime) + len(rest)
-        self._storms[key] = _Storm(
-            rx=rx,
-            fill=b"\x00" * (width - 1) + bytes([tag]),
-            stamp_len=b0 - s,
-            tag=tag,
-        )
 
     def _hide_storms(
         self, buf: bytearray, view: memoryview, limit: int, st: _State, res: FileScan
@@ -544,17 +504,16 @@ class FileScanner:
         hid: bytes | memoryview = view[:limit]
         lo, hi = self.spec.window_start, self.spec.window_end
         for key, storm in list(self._storms.items()):
-            out, n = storm.rx.subn(storm.fill, hid)
+            out, n, first, start = storm.find(hid, buf, limit)
             if not n:
                 del self._storms[key]  # paused: its next per-line repeat promotes it again
                 continue
-            first, last = out.find(storm.fill), out.rfind(storm.fill)
-            t_first = self._storm_time(buf, first - storm.stamp_len, first)
-            t_last = self._storm_time(buf, last - storm.stamp_len, last)
+            t_first = self._storm_time(buf, first, first + storm.stamp_len)
+            t_last = self._storm_time(buf, start, start + storm.stamp_len)
             if t_first is None or t_last is None or not (lo <= t_first <= t_last <= hi):
                 continue  # this block's repeats of it go the per-line way
             hid = out
-            start, end = last - storm.stamp_len, last + len(storm.fill)
+            end = start + storm.width - 1
             lineno = st.lines + buf.count(b"\n", 0, start) + 1
             text = buf[start:end].decode("utf-8", "replace")
             kept = self._folds[key][0]

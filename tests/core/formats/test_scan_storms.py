@@ -10,11 +10,25 @@ import dataclasses
 from datetime import datetime, timedelta, timezone
 
 from attribution_dagster.core.formats.scan import FOLD_AFTER, FileScan, FileScanner, ScanSpec
+from attribution_dagster.core.formats.storms import Storm
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
 XID95 = "NVRM: Xid (PCI:0000:91:00): 95, pid=7062, Uncontained: LTC TAG (0x2,0x0). RST: Yes"
 XID48 = "NVRM: Xid (PCI:0000:1b:00): 48, pid=9912, An uncorrectable double bit error"
 LITERALS = ("NVRM: Xid", "NCCL WARN", "link down")
+
+
+MODES: list[str] = []  # "runs" or "regex", one per storm and block (Storm.find)
+_runs = Storm.runs
+
+
+def _recorded_runs(self: Storm, buf: bytearray, limit: int) -> list[tuple[int, int]] | None:
+    out = _runs(self, buf, limit)
+    MODES.append("regex" if out is None else "runs")
+    return out
+
+
+Storm.runs = _recorded_runs  # type: ignore[method-assign]
 
 
 class _Counting(FileScanner):
@@ -55,6 +69,7 @@ def _kern(t: datetime, k: int, msg: str, host: str = "node-a") -> str:
 
 def _both(data: bytes, **kw: object) -> tuple[FileScan, FileScan, int]:
     """The scan with the block path and without it, and how many lines the block counted."""
+    MODES.clear()
     fast = _Counting(_spec(**kw))
     on = fast.scan_bytes(data)
     off = FileScanner(_spec(storm_blocks=False, **kw)).scan_bytes(data)
@@ -77,6 +92,7 @@ def test_pure_storm_is_counted_per_block_with_the_per_line_values() -> None:
     on, off, counted = _both(data)
     _same(on, off)
     assert counted > n // 2  # most repeats never reached the per-line loop
+    assert set(MODES) == {"runs"}  # back to back: found as runs
     assert len(on.records) == FOLD_AFTER
     kept = on.records[-1][0]
     count, last, t_last, text_last = on.repeats[kept]
@@ -105,9 +121,13 @@ def test_storm_interleaved_with_other_hits_keeps_them_with_their_lines_and_times
         if k % 500 == 100 or k == 3990:  # the storm's line with an ISO stamp: same fact
             lines.append(f"{t:%Y-%m-%dT%H:%M:%S}Z" + _kern(t, k, XID95)[15:])
     data = ("\n".join(lines) + "\n").encode()
-    on, off, counted = _both(data)
+    on, off, counted = _both(data, block=262144)
     _same(on, off)
     assert counted > 2000
+    assert "regex" in MODES  # runs of about a dozen lines in a big block: the regex pass
+    on, off, counted = _both(data)
+    _same(on, off)
+    assert counted > 2000 and "runs" in MODES  # fewer runs in a 16 KB block: found as runs
     got = {ln: (t, q, text) for ln, t, q, text in on.records if "Xid (PCI:0000:91" not in text}
     assert got == expect
     for ln, (_t, q, _text) in expect.items():  # an untimed hit's bound: the next timed line
@@ -150,27 +170,38 @@ def test_storm_that_starts_before_the_window_and_ends_after_it() -> None:
 
 
 def test_same_message_from_another_host_or_shape_is_not_counted_as_the_storm() -> None:
-    """A cluster file: node-b logs the same message (digit-only host difference), a line
-    holds the message but no uptime, another the same bytes after a non-stamp: none is a
-    repeat of node-a's line; they stay records of their own."""
+    """A cluster file: node-006 logs node-005's message (a host differing in one digit),
+    nodf-005 too (a letter), node-005 the same message on another GPU (one digit of the
+    rest); a line holds it but no uptime, another the same bytes after a non-stamp, another
+    the whole storm line after other bytes: none is a repeat of node-005's storm line; each
+    stays a record of its own."""
     lines = []
     for k in range(3000):
         t = T0 + timedelta(milliseconds=50 * k)
-        lines.append(_kern(t, k, XID95))
+        lines.append(_kern(t, k, XID95, host="node-005"))
         if k % 50 == 49:
-            lines.append(_kern(t, k, XID95, host="node-b"))
+            lines.append(_kern(t, k, XID95, host="node-006"))
+        if k % 300 == 149:  # same length, a letter apart
+            lines.append(_kern(t, k, XID95, host="nodf-005"))
+        if k % 300 == 150:  # the storm's whole line after other bytes: not at a line start
+            lines.append("junk " + _kern(t, k, XID95, host="node-005"))
+        if k % 500 == 250:  # the same message on another GPU: one digit of the rest
+            lines.append(_kern(t, k, XID95.replace("0000:91", "0000:92"), host="node-005"))
         if k == 2500:
-            lines.append(f"{_stamp(t)} node-a kernel: {XID95}")
+            lines.append(f"{_stamp(t)} node-005 kernel: {XID95}")
         if k % 400 == 399:  # no stamp before the same bytes: untimed, a line of its own
-            lines.append("x" + _kern(t, k, XID95)[15:])
+            lines.append("x" + _kern(t, k, XID95, host="node-005")[15:])
     data = ("\n".join(lines) + "\n").encode()
     on, off, counted = _both(data)
     _same(on, off)
     assert counted > 1500
-    assert sum("node-b" in r[3] for r in on.records) == 60  # each its own record
+    assert sum("node-006" in r[3] for r in on.records) == 60  # each its own record
+    assert sum("0000:92" in r[3] for r in on.records) == 6
+    assert sum("nodf-005" in r[3] for r in on.records) == 10
+    assert sum(r[3].startswith("junk") for r in on.records) == 10
     assert [c for c, *_ in on.repeats.values()] == [3000 - FOLD_AFTER + 1]
     assert any("kernel: NVRM" in r[3] for r in on.records)  # the uptime-less line
-    assert sum(r[3].startswith("x node-a") for r in on.records) == 7
+    assert sum(r[3].startswith("x node-005") for r in on.records) == 7
     # a month-day shape change mid-storm: the per-line path takes the new shape's lines
     late = [_kern(datetime(2026, 11, 9, 23, 59, 50, tzinfo=timezone.utc), k, XID95) for k in range(2000)]
     late += [_kern(datetime(2026, 11, 10, 0, 0, 1, tzinfo=timezone.utc), k, XID95) for k in range(500)]

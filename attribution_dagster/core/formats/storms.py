@@ -1,0 +1,153 @@
+"""Storm lines of one block found at C speed (the scanner's per-block storm path).
+
+A storm is a hot fold key (FileScanner: a line kept FOLD_AFTER times, then folded): a line
+that repeats with only its stamp and dmesg uptime changing. Its later lines all look alike:
+the kept line's stamp *shape* (its bytes, any digit for a digit), the key's constant bytes
+before the uptime (`pre`), an uptime of the same shape and the key's constant rest up to the
+newline. Every such line has the same length, so a storm is found two ways, both exact for
+that definition and both in C-level calls per block, not Python per line:
+
+- runs: the lines of a storm mostly come back to back. A candidate run found by `find` of
+  the line's constant tail is checked by doubling steps: each step is `translate` (digits
+  to 0) compared with the zeroed template repeated, and `count` of `pre` and of the tail:
+  as `pre` fits the template at one column only, `count == lines` means every line holds it
+  exactly. About one C pass per byte per storm line, plus a few Python steps per run.
+- regex: when runs are short (the storm interleaved line by line with others), one compiled
+  pattern `subn` over the block (literal prefix `pre`; a lookbehind for the line start and
+  stamp shape; ~0.3 µs a line in `re`).
+
+Either way the lines found are replaced, in a copy of the block the hit finder reads, by
+filler of the same length (NULs, a per-storm tag byte, the newline): offsets and line
+numbers do not move. The scanner reads times, tails and text from the real block.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_SHORT_RUNS = 64  # runs (and misses) looked at before judging the runs too short
+_RUN_MIN = 16  # fewer storm lines than this per run on average: the regex pass instead
+
+
+def shape(stamp: bytes) -> bytes:
+    """A regex for bytes like `stamp` but for their digits (`Nov  2 10:35:00`: any second)."""
+    return b"".join(rb"\d" if 48 <= c <= 57 else re.escape(bytes([c])) for c in stamp)
+
+
+@dataclass
+class Storm:
+    """How to find one storm's lines in a block (see the module doc)."""
+
+    rx: re.Pattern[bytes]
+    fill: bytes  # replaces a regex match: pre .. rest, the stamp is kept
+    stamp_len: int
+    tag: int
+    template: bytes  # one line, digits as 0, newline included
+    pre: bytes
+    tail: bytes  # the line's constant end, newline included: where runs are looked for
+    digits: list[tuple[int, bytes]]  # (column, digit) of the digits of pre and rest
+
+    @property
+    def width(self) -> int:
+        return len(self.template)
+
+    def find(
+        self, hid: bytes | memoryview, buf: bytearray, limit: int
+    ) -> tuple[bytes | memoryview, int, int, int]:
+        """(copy of `hid` with this storm's lines filled, their number, start of the first,
+        start of the last); `hid` is the block as the hit finder will read it (earlier storms
+        filled), `buf` the real block. The number is 0 when the block holds none."""
+        runs = self.runs(buf, limit)
+        if runs is None:
+            out, n = self.rx.subn(self.fill, hid)
+            if not n:
+                return out, 0, -1, -1
+            first, last = out.find(self.fill), out.rfind(self.fill)
+            return out, n, first - self.stamp_len, last - self.stamp_len
+        if not runs:
+            return hid, 0, -1, -1
+        w = self.width
+        line = b"\x00" * (w - 2) + bytes([self.tag]) + b"\n"
+        pieces: list[bytes | memoryview] = []
+        prev = 0
+        for a, r in runs:
+            pieces.append(hid[prev:a])
+            pieces.append(line * r)
+            prev = a + r * w
+        pieces.append(hid[prev:limit])
+        a, r = runs[-1]
+        return b"".join(pieces), sum(r for _, r in runs), runs[0][0], a + (r - 1) * w
+
+    def runs(self, buf: bytearray, limit: int) -> list[tuple[int, int]] | None:
+        """(start, lines) of each run of this storm's lines in buf[:limit]; None when the
+        runs are too short to be worth it (the regex pass is cheaper then)."""
+        w, tail, find = self.width, self.tail, buf.find
+        zeroed = buf[:limit].translate(_ZERO)  # the block with every digit 0
+        runs: list[tuple[int, int]] = []
+        pos, looked, lines = 0, 0, 0
+        while True:
+            occ = find(tail, pos, limit)
+            if occ < 0:
+                return runs
+            a = occ + len(tail) - w
+            if a < 0 or (a > 0 and buf[a - 1] != 10) or not self._alike(zeroed, buf, a, 1):
+                pos = occ + 1
+                looked += 1
+            else:
+                v, step = 1, 1
+                while step:
+                    if a + (v + step) * w <= limit and self._alike(zeroed, buf, a + v * w, step):
+                        v += step
+                        step *= 2
+                    else:
+                        step //= 2
+                runs.append((a, v))
+                lines += v
+                looked += 1
+                pos = a + v * w
+            if looked >= _SHORT_RUNS and lines < _RUN_MIN * looked:
+                return None
+
+    def _alike(self, zeroed: bytearray, buf: bytearray, a: int, r: int) -> bool:
+        """Are the r lines from `a` (a line start) all lines of this storm? Every byte but
+        the digits by the zeroed template; the digits of `pre` and the rest (constant: a
+        host name, a PCI address) column by column (a strided slice each)."""
+        if not zeroed.startswith(self.template * r, a):
+            return False
+        end = a + r * self.width
+        for col, digit in self.digits:
+            if buf[a + col : end : self.width].count(digit) != r:
+                return False
+        return True
+
+
+def make_storm(stamp: bytes, pre: bytes, uptime: bytes, rest: bytes, tag: int) -> Storm:
+    """The Storm of a kept line `stamp + pre + uptime + rest` (uptime and rest may be empty);
+    raises re.error when `re` refuses the pattern."""
+    rx = re.compile(
+        re.escape(pre)
+        + b"(?<=(?<![^\n])"
+        + shape(stamp)
+        + re.escape(pre)
+        + b")"
+        + shape(uptime)
+        + re.escape(rest)
+        + b"(?=\n)"
+    )
+    width = len(pre) + len(uptime) + len(rest)
+    template = (stamp + pre + uptime + rest + b"\n").translate(_ZERO)
+    at, up = len(stamp), len(stamp) + len(pre)
+    constant = [(at + i, c) for i, c in enumerate(pre)]
+    constant += [(up + len(uptime) + i, c) for i, c in enumerate(rest)]
+    return Storm(
+        rx=rx,
+        fill=b"\x00" * (width - 1) + bytes([tag]),
+        stamp_len=len(stamp),
+        tag=tag,
+        template=template,
+        pre=pre,
+        tail=(rest if uptime else pre) + b"\n",
+        digits=[(col, bytes([c])) for col, c in constant if 48 <= c <= 57],
+    )
