@@ -247,7 +247,8 @@ def _cover(literals: Sequence[bytes]) -> list[bytes]:
     literals share cores (`it/s]`, `it/s,`; `'loss': `, `loss=`, `train_loss`)."""
     left, cores = set(literals), []
     while left:
-        cands = {lit[i : i + n] for lit in left for n in range(4, 9) for i in range(len(lit) - n + 1)}
+        cands = {lit[i : i + n] for lit in left for n in range(4, 9) for i in range(len(lit) - 3)}
+        cands = {c for c in cands if len(c) >= 4}
         cands |= {lit for lit in left if len(lit) < 4}
         best = max(sorted(cands), key=lambda c: (sum(c in lit for lit in left), len(c)))
         cores.append(best)

@@ -203,8 +203,9 @@ def test_same_message_from_another_host_or_shape_is_not_counted_as_the_storm() -
     assert any("kernel: NVRM" in r[3] for r in on.records)  # the uptime-less line
     assert sum(r[3].startswith("x node-005") for r in on.records) == 7
     # a month-day shape change mid-storm: the per-line path takes the new shape's lines
-    late = [_kern(datetime(2026, 11, 9, 23, 59, 50, tzinfo=timezone.utc), k, XID95) for k in range(2000)]
-    late += [_kern(datetime(2026, 11, 10, 0, 0, 1, tzinfo=timezone.utc), k, XID95) for k in range(500)]
+    nov9, nov10 = datetime(2026, 11, 9, 23, 59, 50, tzinfo=timezone.utc), T0 + timedelta(days=8)
+    late = [_kern(nov9, k, XID95) for k in range(2000)]
+    late += [_kern(nov10, k, XID95) for k in range(500)]
     data = ("\n".join(late) + "\n").encode()
     wide = {"window_start": T0, "window_end": T0 + timedelta(days=10)}
     on, off, counted = _both(data, **wide)
