@@ -50,7 +50,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from attribution_dagster.core.formats.storms import Storm, make_storm
+from attribution_dagster.core.formats.storms import UPTIME, Storm, storm_of
 from attribution_dagster.core.formats.timestamps import (
     JSON_TIME_SCAN,
     LINE_TIME,
@@ -77,8 +77,7 @@ _SYSTEM_LOG = re.compile(r"^(?:kern|syslog|dmesg|messages|journal)", re.IGNORECA
 _CONTROL = bytes(b for b in range(32) if b not in (9, 27)) + b"\x7f"
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
 # the part of a line that changes between repeats of one message: a dmesg uptime stamp
-_UPTIME = re.compile(r"\[\s{0,12}\d{1,12}\.\d{1,9}\]")
-_UPTIME_B = re.compile(_UPTIME.pattern.encode())
+_UPTIME_B = UPTIME  # storms.py finds it the same way
 FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: kept as lines)
 # a line is kept as itself its first FOLD_AFTER times in a file, then its repeats are folded
 # into the last one kept: ordinary repetition stays line for line (exports reproduce it),
@@ -468,28 +467,14 @@ class FileScanner:
             self._last_progress(buf, limit, st, res, carry0)
 
     def _promote(self, key: bytes, buf: bytearray, s: int, e: int, m: re.Match[bytes]) -> None:
-        """Make a hot key a storm counted per block, when its lines can be told exactly by
-        shape: a stamp whose digits do not change how LINE_TIME reads it (glog's MMDD does),
-        a constant part of at least 8 bytes before the uptime (the regex's literal prefix),
-        and an anchor in a constant part (every line of the shape is then a hit line)."""
-        b0 = m.end()
-        um = _UPTIME_B.search(buf, b0, min(e, b0 + 160))
-        pre = bytes(buf[b0 : um.start()] if um else buf[b0:e])
-        uptime = um.group() if um else b""
-        rest = bytes(buf[um.end() : e]) if um else b""
-        probe = bytearray(pre + b"\n" + rest)
-        if (
-            m.group("gmd") is not None
-            or len(pre) < 8
-            or not self.matcher.hit_lines(probe, memoryview(probe), len(probe))
-        ):
-            self._no_storm.add(key)
-            return
+        """Make a hot key a storm counted per block when its lines can be told exactly
+        (storms.storm_of); else remember it is not one."""
         tag = min(set(range(1, STORM_KEYS + 2)) - {x.tag for x in self._storms.values()})
-        try:
-            self._storms[key] = make_storm(bytes(buf[s:b0]), pre, uptime, rest, tag)
-        except (re.error, OverflowError, RecursionError):  # a lookbehind `re` refuses
+        storm = storm_of(buf, s, e, m, self.matcher, tag)
+        if storm is None:
             self._no_storm.add(key)
+        else:
+            self._storms[key] = storm
 
     def _hide_storms(
         self, buf: bytearray, view: memoryview, limit: int, st: _State, res: FileScan

@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
+# a dmesg uptime stamp: the part of a line that changes between repeats of one message
+UPTIME = re.compile(rb"\[\s{0,12}\d{1,12}\.\d{1,9}\]")
 _ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _SHORT_RUNS = 64  # runs (and misses) looked at before judging the runs too short
 _RUN_MIN = 16  # fewer storm lines than this per run on average: the regex pass instead
@@ -151,3 +154,33 @@ def make_storm(stamp: bytes, pre: bytes, uptime: bytes, rest: bytes, tag: int) -
         tail=(rest if uptime else pre) + b"\n",
         digits=[(col, bytes([c])) for col, c in constant if 48 <= c <= 57],
     )
+
+
+class _HitFinder(Protocol):
+    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]: ...
+
+
+def storm_of(
+    buf: bytearray, s: int, e: int, m: re.Match[bytes], matcher: _HitFinder, tag: int
+) -> Storm | None:
+    """The Storm of the hot line buf[s:e] whose LINE_TIME match is `m`, or None when its
+    lines cannot be told exactly by shape: a stamp whose digits change how LINE_TIME reads
+    it (glog's MMDD), a constant part under 8 bytes before the uptime (the regex's literal
+    prefix), no anchor in a constant part (then not every line of the shape is a hit), or a
+    pattern `re` refuses. The uptime is found as the fold key finds it (first 160 bytes)."""
+    b0 = m.end()
+    um = UPTIME.search(buf, b0, min(e, b0 + 160))
+    pre = bytes(buf[b0 : um.start()] if um else buf[b0:e])
+    uptime = um.group() if um else b""
+    rest = bytes(buf[um.end() : e]) if um else b""
+    probe = bytearray(pre + b"\n" + rest)
+    if (
+        m.group("gmd") is not None
+        or len(pre) < 8
+        or not matcher.hit_lines(probe, memoryview(probe), len(probe))
+    ):
+        return None
+    try:
+        return make_storm(bytes(buf[s:b0]), pre, uptime, rest, tag)
+    except (re.error, OverflowError, RecursionError):  # a lookbehind `re` refuses
+        return None
