@@ -50,7 +50,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from attribution_dagster.core.formats.storms import UPTIME, Storm, storm_of
+from attribution_dagster.core.formats.storms import UPTIME, Storm, fill_spans, storm_of
 from attribution_dagster.core.formats.timestamps import (
     JSON_TIME_SCAN,
     LINE_TIME,
@@ -138,9 +138,11 @@ class FileScan:
 
 
 class Matcher(Protocol):
-    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]:
-        """(start, end) of each distinct line in buf[:limit] holding an anchor; end is the
-        index of its newline (or limit)."""
+    def hit_lines(
+        self, buf: bytearray, view: memoryview, limit: int, start: int = 0
+    ) -> list[tuple[int, int]]:
+        """(start, end) of each distinct line in buf[start:limit] holding an anchor (`start`
+        is a line start); end is the index of its newline (or limit)."""
         ...
 
 
@@ -170,10 +172,15 @@ class HyperscanMatcher:
             expressions=list(literals), ids=list(range(n)), elements=n, flags=0, literal=True
         )
 
-    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]:
+    def hit_lines(
+        self, buf: bytearray, view: memoryview, limit: int, start: int = 0
+    ) -> list[tuple[int, int]]:
         ends: list[int] = []
         append = ends.append
-        self._db.scan(view[:limit], match_event_handler=lambda _i, _f, to, _fl, _c: append(to))
+        self._db.scan(
+            view[start:limit],
+            match_event_handler=lambda _i, _f, to, _fl, _c: append(to + start),
+        )
         ends.sort()
         return _lines_of(buf, limit, ends)
 
@@ -205,10 +212,12 @@ class RegexMatcher:
     def __init__(self, literals: Sequence[bytes]) -> None:
         self._rx = re.compile(_trie_pattern(literals))
 
-    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]:
+    def hit_lines(
+        self, buf: bytearray, view: memoryview, limit: int, start: int = 0
+    ) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
         search = self._rx.search
-        pos = 0
+        pos = start
         while True:
             m = search(buf, pos, limit)
             if m is None:
@@ -224,7 +233,9 @@ class RegexMatcher:
 class NoMatcher:
     """No anchors: nothing can be a hit (an empty alternation would match every line)."""
 
-    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]:
+    def hit_lines(
+        self, buf: bytearray, view: memoryview, limit: int, start: int = 0
+    ) -> list[tuple[int, int]]:
         return []
 
 
@@ -271,6 +282,7 @@ class FileScanner:
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
         self._found_at = -1  # line start of the timed line _last_time found last
+        self._block_lines = -1  # newlines of the current block, once _hide_storms counted them
 
     # -- public -------------------------------------------------------------------------
     def scan_path(self, path: Path, display: str) -> FileScan:
@@ -367,12 +379,14 @@ class FileScanner:
         last_t, scan_pos = st.carry, 0
         nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
         tail_pos, tail_t = -1, None  # start and time of the block's last timed line seen
-        hid = self._hide_storms(buf, view, limit, st, res) if self._storms else None
-        hits = (
-            self.matcher.hit_lines(buf, view, limit)
-            if hid is None
-            else self.matcher.hit_lines(hid, memoryview(hid), limit)  # type: ignore[arg-type]
-        )
+        self._block_lines = -1  # newlines of the block, when _hide_storms counted them
+        hid, gaps = self._hide_storms(buf, view, limit, st, res) if self._storms else (None, None)
+        if gaps is not None:  # storm lines counted as runs: only the lines between are read
+            hits = [h for g0, g1 in gaps for h in self.matcher.hit_lines(buf, view, g1, g0)]
+        elif hid is not None:
+            hits = self.matcher.hit_lines(hid, memoryview(hid), limit)  # type: ignore[arg-type]
+        else:
+            hits = self.matcher.hit_lines(buf, view, limit)
         for s, e in hits:
             if hid is not None and hid.find(b"\x00", s, e) >= 0:
                 continue  # a storm line counted by _hide_storms (an anchor in its stamp)
@@ -455,7 +469,9 @@ class FileScanner:
         if found is not None and self._found_at > tail_pos:
             tail_pos, tail_t = self._found_at, found
         st.carry = found if found is not None else last_t
-        st.lines += cnt + count(b"\n", cnt_pos, limit)
+        st.lines += (
+            self._block_lines if self._block_lines >= 0 else cnt + count(b"\n", cnt_pos, limit)
+        )
         if tail_t is not None:  # number it back from the block end (it is near the end)
             end = buf.find(b"\n", tail_pos, limit)
             end = limit if end < 0 else end
@@ -478,19 +494,29 @@ class FileScanner:
 
     def _hide_storms(
         self, buf: bytearray, view: memoryview, limit: int, st: _State, res: FileScan
-    ) -> bytes | None:
+    ) -> tuple[bytes | None, list[tuple[int, int]] | None]:
         """Count each storm's lines of this block in its repeats (count, last line, time and
-        text: what the per-line fold gives) and return a copy of the block in which they are
-        filled with NULs, for the hit finder; None when no storm was counted. A storm is only
-        counted in a block whose first and last lines of it are inside the window: times are
+        text: what the per-line fold gives) and say what the hit finder is to read instead
+        of the block: the gaps between storm runs (start, end), or, when a storm was found
+        by its regex, a copy of the block with the storm lines filled (NULs, a tag, the
+        newline: offsets stay); (None, None) when no storm was counted. A storm is counted
+        only in a block whose first and last lines of it are inside the window: times are
         taken to run forward between them (a storm crossing a window edge goes per line, so
         out_of_window stays exact). A block holding a NUL goes per line (NUL marks hidden)."""
         if buf.find(b"\x00", 0, limit) >= 0:
-            return None
-        hid: bytes | memoryview = view[:limit]
+            return None, None
+        hid: bytes | None = None
+        spans: list[tuple[int, int, bytes]] = []  # (start, end, one line of filler) of runs
         lo, hi = self.spec.window_start, self.spec.window_end
         for key, storm in list(self._storms.items()):
-            out, n, first, start = storm.find(hid, buf, limit)
+            runs = storm.runs(buf, limit)
+            if runs is None:
+                out, n, first, start = storm.subn(view[:limit] if hid is None else hid)
+            else:
+                n = sum(r for _, r in runs)
+                first, start = (
+                    (runs[0][0], runs[-1][0] + (runs[-1][1] - 1) * storm.width) if n else (-1, -1)
+                )
             if not n:
                 del self._storms[key]  # paused: its next per-line repeat promotes it again
                 continue
@@ -498,9 +524,14 @@ class FileScanner:
             t_last = self._storm_time(buf, start, start + storm.stamp_len)
             if t_first is None or t_last is None or not (lo <= t_first <= t_last <= hi):
                 continue  # this block's repeats of it go the per-line way
-            hid = out
+            if runs is None:
+                hid = out
+            else:
+                spans += [(a, a + r * storm.width, storm.line_fill) for a, r in runs]
             end = start + storm.width - 1
-            lineno = st.lines + buf.count(b"\n", 0, start) + 1
+            if self._block_lines < 0:  # once a block; the storm's last line is counted back
+                self._block_lines = buf.count(b"\n", 0, limit)
+            lineno = st.lines + self._block_lines - buf.count(b"\n", start, limit) + 1
             text = buf[start:end].decode("utf-8", "replace")
             kept = self._folds[key][0]
             rep = res.repeats.get(kept)
@@ -509,7 +540,13 @@ class FileScanner:
             else:
                 rep[0] += n
                 rep[1], rep[2], rep[3] = lineno, t_last, text
-        return hid if isinstance(hid, bytes) else None
+        spans.sort()
+        if hid is not None:
+            return fill_spans(hid, spans, limit), None
+        if not spans:
+            return None, None
+        edges = [0, *(x for a, b, _ in spans for x in (a, b)), limit]
+        return None, [(g0, g1) for g0, g1 in zip(edges[::2], edges[1::2], strict=True) if g1 > g0]
 
     def _storm_time(self, buf: bytearray, start: int, at: int) -> datetime | None:
         """The time of a storm line whose stamp ends at `at` (None: not read as such)."""

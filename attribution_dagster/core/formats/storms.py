@@ -56,32 +56,20 @@ class Storm:
     def width(self) -> int:
         return len(self.template)
 
-    def find(
-        self, hid: bytes | memoryview, buf: bytearray, limit: int
-    ) -> tuple[bytes | memoryview, int, int, int]:
-        """(copy of `hid` with this storm's lines filled, their number, start of the first,
-        start of the last); `hid` is the block as the hit finder will read it (earlier storms
-        filled), `buf` the real block. The number is 0 when the block holds none."""
-        runs = self.runs(buf, limit)
-        if runs is None:
-            out, n = self.rx.subn(self.fill, hid)
-            if not n:
-                return out, 0, -1, -1
-            first, last = out.find(self.fill), out.rfind(self.fill)
-            return out, n, first - self.stamp_len, last - self.stamp_len
-        if not runs:
-            return hid, 0, -1, -1
-        w = self.width
-        line = b"\x00" * (w - 2) + bytes([self.tag]) + b"\n"
-        pieces: list[bytes | memoryview] = []
-        prev = 0
-        for a, r in runs:
-            pieces.append(hid[prev:a])
-            pieces.append(line * r)
-            prev = a + r * w
-        pieces.append(hid[prev:limit])
-        a, r = runs[-1]
-        return b"".join(pieces), sum(r for _, r in runs), runs[0][0], a + (r - 1) * w
+    @property
+    def line_fill(self) -> bytes:
+        """One line of filler for a line found in a run (fill_spans)."""
+        return b"\x00" * (self.width - 2) + bytes([self.tag]) + b"\n"
+
+    def subn(self, hid: bytes | memoryview) -> tuple[bytes, int, int, int]:
+        """The regex pass: (copy of `hid` with this storm's lines filled, their number,
+        start of the first, start of the last); `hid` is the block as the hit finder will
+        read it (earlier storms filled)."""
+        out, n = self.rx.subn(self.fill, hid)
+        if not n:
+            return out, 0, -1, -1
+        first, last = out.find(self.fill), out.rfind(self.fill)
+        return out, n, first - self.stamp_len, last - self.stamp_len
 
     def runs(self, buf: bytearray, limit: int) -> list[tuple[int, int]] | None:
         """(start, lines) of each run of this storm's lines in buf[:limit]; None when the
@@ -184,3 +172,17 @@ def storm_of(
         return make_storm(bytes(buf[s:b0]), pre, uptime, rest, tag)
     except (re.error, OverflowError, RecursionError):  # a lookbehind `re` refuses
         return None
+
+
+def fill_spans(hid: bytes, spans: list[tuple[int, int, bytes]], limit: int) -> bytes:
+    """`hid` with each (start, end, line) span (sorted, runs of whole lines) filled with
+    `line` repeated: the same length, newlines where they were."""
+    if not spans:
+        return hid
+    pieces: list[bytes] = []
+    prev = 0
+    for a, b, line in spans:
+        pieces += [hid[prev:a], line * ((b - a) // len(line))]
+        prev = b
+    pieces.append(hid[prev:limit])
+    return b"".join(pieces)

@@ -243,3 +243,28 @@ def test_anchor_in_the_stamp_and_binary_lines_in_a_storm_block() -> None:
     assert counted > 1000
     binary = [i + 1 for i, line in enumerate(lines) if "\x00" in line]
     assert all(ln in on.latest for ln in binary) and on.binary_lines == len(binary)
+
+
+def test_two_storms_one_in_runs_one_line_by_line() -> None:
+    """XID 95 comes back to back (runs), XID 48 every other line between fillers (the regex
+    pass): both counted in the same blocks, filled into one copy for the hit finder."""
+    lines: list[str] = []
+    k = 0
+    for rnd in range(12):
+        for _ in range(300):
+            lines.append(_kern(T0 + timedelta(milliseconds=10 * k), k, XID95))
+            k += 1
+        for j in range(150):
+            t = T0 + timedelta(milliseconds=10 * k)
+            lines.append(_kern(t, k, XID48))
+            lines.append(f"{_stamp(t)} node-a systemd[1]: filler {rnd}.{j}")
+            k += 1
+    data = ("\n".join(lines) + "\n").encode()
+    on, off, counted = _both(data, block=262144)
+    _same(on, off)
+    assert {"runs", "regex"} <= set(MODES)
+    assert counted > 3000
+    assert sorted(c for c, *_ in on.repeats.values()) == [
+        12 * 150 - FOLD_AFTER + 1,
+        12 * 300 - FOLD_AFTER + 1,
+    ]
