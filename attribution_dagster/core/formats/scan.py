@@ -401,15 +401,19 @@ class FileScanner:
         newline: offsets stay); (None, None) when no storm was counted. A storm is counted
         only in a block whose first and last lines of it are inside the window: times are
         taken to run forward between them (a storm crossing a window edge goes per line, so
-        out_of_window stays exact). A block holding a NUL goes per line (NUL marks hidden)."""
-        if buf.find(b"\x00", 0, limit) >= 0:
-            return None, None
+        out_of_window stays exact). In a block holding a NUL, a storm needing the copy goes
+        per line (NULs mark the filled lines for the hit loop)."""
+        nul = -2  # where the block's first NUL is (-1: none), looked up when needed
         hid: bytes | None = None
         spans: list[tuple[int, int, bytes]] = []  # (start, end, one line of filler) of runs
         lo, hi = self.spec.window_start, self.spec.window_end
         for key, storm in list(self._storms.items()):
             runs = storm.runs(buf, limit)
             if runs is None:
+                if nul == -2:
+                    nul = buf.find(b"\x00", 0, limit)
+                if nul >= 0:
+                    continue  # NULs would not mark the filled lines alone: per line
                 out, n, first, start = storm.subn(view[:limit] if hid is None else hid)
             else:
                 n = sum(r for _, r in runs)

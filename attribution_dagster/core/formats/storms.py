@@ -8,17 +8,20 @@ newline. Every such line has the same length, so a storm is found two ways, both
 that definition and both in C-level calls per block, not Python per line:
 
 - runs: the lines of a storm mostly come back to back. A candidate run found by `find` of
-  the line's constant tail is checked by doubling steps: each step is `translate` (digits
-  to 0) compared with the zeroed template repeated, and `count` of `pre` and of the tail:
-  as `pre` fits the template at one column only, `count == lines` means every line holds it
-  exactly. About one C pass per byte per storm line, plus a few Python steps per run.
+  the line's constant tail (at a line start) is checked by doubling steps: the block with
+  its digits translated to 0 must start with the zeroed template repeated there, and each
+  digit of `pre` and the rest (a host name, a PCI address) must be itself in every line,
+  checked column by column (a strided slice and `count`). A few C passes over the block,
+  plus a few Python steps per run.
 - regex: when runs are short (the storm interleaved line by line with others), one compiled
   pattern `subn` over the block (literal prefix `pre`; a lookbehind for the line start and
   stamp shape; ~0.3 µs a line in `re`).
 
-Either way the lines found are replaced, in a copy of the block the hit finder reads, by
-filler of the same length (NULs, a per-storm tag byte, the newline): offsets and line
-numbers do not move. The scanner reads times, tails and text from the real block.
+Lines found as runs are skipped: the hit finder reads only the gaps between runs. Lines
+found by the regex are replaced, in a copy of the block the hit finder reads, by filler of
+the same length (NULs, a per-storm tag byte, the newline; runs of other storms are filled
+too, `fill_spans`): offsets and line numbers do not move. The scanner reads times, tails
+and text from the real block.
 """
 
 from __future__ import annotations
@@ -48,7 +51,6 @@ class Storm:
     stamp_len: int
     tag: int
     template: bytes  # one line, digits as 0, newline included
-    pre: bytes
     tail: bytes  # the line's constant end, newline included: where runs are looked for
     digits: list[tuple[int, bytes]]  # (column, digit) of the digits of pre and rest
 
@@ -138,7 +140,6 @@ def make_storm(stamp: bytes, pre: bytes, uptime: bytes, rest: bytes, tag: int) -
         stamp_len=len(stamp),
         tag=tag,
         template=template,
-        pre=pre,
         tail=(rest if uptime else pre) + b"\n",
         digits=[(col, bytes([c])) for col, c in constant if 48 <= c <= 57],
     )

@@ -237,12 +237,17 @@ def test_anchor_in_the_stamp_and_binary_lines_in_a_storm_block() -> None:
         lines.append(_kern(t, k, XID95))
         if k % 700 == 350:
             lines.append("rank 1: NCCL WARN \x00\x01 binary junk")
+        if k >= 2000:  # line by line with others: the regex pass (a copy with NULs)
+            lines.append(f"{_stamp(t)} node-a systemd[1]: filler {k}")
     data = ("\n".join(lines) + "\n").encode()
-    on, off, counted = _both(data, literals=(*LITERALS, "Nov  2 10:0"), context_after=(0,) * 4)
-    _same(on, off)
-    assert counted > 1000
-    binary = [i + 1 for i, line in enumerate(lines) if "\x00" in line]
-    assert all(ln in on.latest for ln in binary) and on.binary_lines == len(binary)
+    spec = {"literals": (*LITERALS, "Nov  2 10:0"), "context_after": (0,) * 4}
+    for block in (16384, 131072):
+        on, off, counted = _both(data, block=block, **spec)
+        _same(on, off)
+        assert counted > 1000
+        binary = [i + 1 for i, line in enumerate(lines) if "\x00" in line]
+        assert all(ln in on.latest for ln in binary) and on.binary_lines == len(binary)
+    assert "regex" in MODES
 
 
 def test_two_storms_one_in_runs_one_line_by_line() -> None:
