@@ -307,13 +307,8 @@ class FileScanner:
             if quality == "exact":
                 last_t = t
                 tail_pos, tail_t = s, t
-            else:  # untimed: its upper bound is the next timed line (shared by later hits)
-                if nxt_pos < e:
-                    nxt_pos, nxt_t = self._next_time(buf, e, limit)
-                if nxt_t is not None:
-                    res.latest[lineno] = nxt_t
-                else:
-                    st.open.append(lineno)
+            elif nxt_pos < e:  # untimed: bounded by the next timed line (shared by later hits)
+                nxt_pos, nxt_t = self._next_time(buf, e, limit)
             scan_pos = e
             if t is not None and not (spec.window_start <= t <= spec.window_end):
                 # an untimed line is an interval: out only when all of it is outside
@@ -361,6 +356,11 @@ class FileScanner:
                     self._folds[key] = [lineno, 1]
             record = [lineno, t, quality, text]
             res.records.append(record)  # type: ignore[arg-type]
+            if quality != "exact":  # kept for records only: a folded storm adds nothing
+                if nxt_t is not None:
+                    res.latest[lineno] = nxt_t
+                else:
+                    st.open.append(lineno)
             if need:
                 st.pending.append([record, need])
                 self._feed_pending(buf, e + 1, limit, st, res, only_last=True)
