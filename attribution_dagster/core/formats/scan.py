@@ -15,6 +15,17 @@ importable, else one `re` alternation), and only touches the lines that hold a h
   timed line, and one open at the file end has no upper bound (the job end bounds it);
 - `context_after` lines that run past the end of a block are taken from the next block.
 
+Storms cost per block, not per line (`fold_repeats`): once a fold key is hot (kept
+FOLD_AFTER times, then folded), each later block first finds that key's lines with C-level
+passes (core/formats/storms.py: lines of the kept line's stamp and uptime shape with the
+key's constant bytes), records them in `FileScan.repeats` as the per-line fold would (count,
+last line, time, text) and hands the hit finder a same-length copy of the block in which
+they are NUL-filled; everything else reads the real block, so line numbers, inherited times,
+`latest` and `tail` are unchanged. It is conservative: a block whose first or last line of
+the storm is outside the window (or out of order) goes per line, so `out_of_window` stays
+exact; stamps between those two are taken to run forward. A line of another shape (another
+host, stamp format, no uptime) is never counted: it goes per line.
+
 Damaged lines are counted for the whole file with block-level C calls, never a per-line
 loop: overlong lines by probing one `rfind` per `max_line_bytes` window; invalid UTF-8 by
 `isascii()` and, only for non-ASCII blocks, incremental strict decoding from error to error;
@@ -37,22 +48,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
 
+from attribution_dagster.core.formats.matchers import (
+    HYPERSCAN_IMPORTABLE,
+    HyperscanMatcher,
+    Matcher,
+    NoMatcher,
+    RegexMatcher,
+)
+from attribution_dagster.core.formats.storms import UPTIME, Storm, fill_spans, storm_of
 from attribution_dagster.core.formats.timestamps import (
+    JSON_TIME_SCAN,
     LINE_TIME,
     TIMED_LINE_START,
     TimestampParser,
 )
 
-try:  # optional: the x86_64 wheel; the `re` fallback gives identical records, slower
-    import hyperscan as _hs
-except ImportError:  # pragma: no cover - depends on the platform
-    _hs = None
-
-HAVE_HYPERSCAN = _hs is not None
+HAVE_HYPERSCAN = HYPERSCAN_IMPORTABLE  # build_matcher reads it here (tests patch it)
 DEFAULT_BLOCK = 4 * 1024 * 1024
-_BACK_WINDOW = 8192  # first backwards step when looking for an earlier timed line
+# backwards steps when looking for an earlier timed line: most are found in the first
+_BACK_STEPS = (512, 8192, 1 << 62)
+_STAMP_MAX = JSON_TIME_SCAN + 256  # the longest TIMED_LINE_START match (a JSON line's)
 DAMAGE_CAP = 256  # damaged lines located per kind and block
 PROGRESS_WINDOW = 64 * 1024  # a block's last progress line is looked for this far back
 _PROGRESS_STEPS = (4096, PROGRESS_WINDOW)  # near the end first: dense progress stops early
@@ -62,13 +78,13 @@ _SYSTEM_LOG = re.compile(r"^(?:kern|syslog|dmesg|messages|journal)", re.IGNORECA
 _CONTROL = bytes(b for b in range(32) if b not in (9, 27)) + b"\x7f"
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
 # the part of a line that changes between repeats of one message: a dmesg uptime stamp
-_UPTIME = re.compile(r"\[\s{0,12}\d{1,12}\.\d{1,9}\]")
-_UPTIME_B = re.compile(_UPTIME.pattern.encode())
+_UPTIME_B = UPTIME  # storms.py finds it the same way
 FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: kept as lines)
 # a line is kept as itself its first FOLD_AFTER times in a file, then its repeats are folded
 # into the last one kept: ordinary repetition stays line for line (exports reproduce it),
 # storms (an XID logged 800,000 times) cost one record
 FOLD_AFTER = 64
+STORM_KEYS = 8  # storms counted per block at once in a file (more: their repeats go per line)
 
 
 @dataclass(frozen=True)
@@ -90,6 +106,9 @@ class ScanSpec:
     # a hit line repeated in its file with only its leading timestamps changed (syslog or
     # ISO time, dmesg uptime) is kept once, with its count and last line (FileScan.repeats)
     fold_repeats: bool = False
+    # count a storm's later repeats per block with C-level regex passes (module doc); off:
+    # every repeat goes through the per-line loop (same results, tests compare the two)
+    storm_blocks: bool = True
 
 
 @dataclass
@@ -119,97 +138,6 @@ class FileScan:
     error: str | None = None
 
 
-class Matcher(Protocol):
-    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]:
-        """(start, end) of each distinct line in buf[:limit] holding an anchor; end is the
-        index of its newline (or limit)."""
-        ...
-
-
-def _lines_of(buf: bytearray, limit: int, ends: Sequence[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    cur_end = -1
-    for e in ends:
-        if e <= cur_end or e > limit:
-            continue
-        s = buf.rfind(b"\n", 0, e) + 1
-        cur_end = buf.find(b"\n", e, limit)
-        if cur_end < 0:
-            cur_end = limit
-        out.append((s, cur_end))
-    return out
-
-
-class HyperscanMatcher:
-    """All literal hits in one hyperscan pass; Python sees only the match end offsets."""
-
-    def __init__(self, literals: Sequence[bytes]) -> None:
-        if _hs is None:
-            raise RuntimeError("hyperscan is not importable")
-        self._db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-        n = len(literals)
-        self._db.compile(
-            expressions=list(literals), ids=list(range(n)), elements=n, flags=0, literal=True
-        )
-
-    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]:
-        ends: list[int] = []
-        append = ends.append
-        self._db.scan(view[:limit], match_event_handler=lambda _i, _f, to, _fl, _c: append(to))
-        ends.sort()
-        return _lines_of(buf, limit, ends)
-
-
-def _trie_pattern(literals: Sequence[bytes]) -> bytes:
-    """One alternation with common prefixes factored out (`NCCL WARN|NCCL INFO` becomes
-    `NCCL (?:WARN|INFO)`): `re` tries far fewer branches per position, ~2x faster. A literal
-    that extends a shorter one is dropped -- the shorter one already marks the line."""
-    trie: dict = {}
-    for lit in literals:
-        node = trie
-        for byte in lit:
-            node = node.setdefault(byte, {})
-        node[None] = {}
-
-    def build(node: dict) -> bytes:
-        if None in node:
-            return b""
-        alts = [re.escape(bytes([b])) + build(sub) for b, sub in sorted(node.items())]
-        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
-
-    return build(trie)
-
-
-class RegexMatcher:
-    """Fallback: one compiled (prefix-factored) alternation; after a hit, resume at the
-    next line. Far slower than hyperscan on many literals, but gives the same hit lines."""
-
-    def __init__(self, literals: Sequence[bytes]) -> None:
-        self._rx = re.compile(_trie_pattern(literals))
-
-    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        search = self._rx.search
-        pos = 0
-        while True:
-            m = search(buf, pos, limit)
-            if m is None:
-                return out
-            s = buf.rfind(b"\n", 0, m.start()) + 1
-            e = buf.find(b"\n", m.end(), limit)
-            if e < 0:
-                e = limit
-            out.append((s, e))
-            pos = e + 1
-
-
-class NoMatcher:
-    """No anchors: nothing can be a hit (an empty alternation would match every line)."""
-
-    def hit_lines(self, buf: bytearray, view: memoryview, limit: int) -> list[tuple[int, int]]:
-        return []
-
-
 def build_matcher(literals: Sequence[bytes], use_hyperscan: bool = True) -> Matcher:
     literals = [lit for lit in literals if lit]
     if not literals:
@@ -220,6 +148,21 @@ def build_matcher(literals: Sequence[bytes], use_hyperscan: bool = True) -> Matc
         except Exception:  # hyperscan refused a literal: the `re` path gives the same hits
             pass
     return RegexMatcher(literals)
+
+
+def _cover(literals: Sequence[bytes]) -> list[bytes]:
+    """A few short substrings such that each literal holds one (greedy set cover): a window
+    holding none of them holds no literal, found with fewer C-level searches. Progress
+    literals share cores (`it/s]`, `it/s,`; `'loss': `, `loss=`, `train_loss`)."""
+    left, cores = set(literals), []
+    while left:
+        cands = {lit[i : i + n] for lit in left for n in range(4, 9) for i in range(len(lit) - 3)}
+        cands = {c for c in cands if len(c) >= 4}
+        cands |= {lit for lit in left if len(lit) < 4}
+        best = max(sorted(cands), key=lambda c: (sum(c in lit for lit in left), len(c)))
+        cores.append(best)
+        left = {lit for lit in left if best not in lit}
+    return cores
 
 
 class FileScanner:
@@ -233,10 +176,12 @@ class FileScanner:
         pairs = zip(spec.literals, spec.context_after, strict=True)
         self._ctx = [(lit.encode(), n) for lit, n in pairs if n > 0]
         self._last_lits = [lit.encode() for lit in spec.last_literals if lit]
+        self._last_cores = _cover(self._last_lits)
         self._progress_here = bool(self._last_lits)
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
         self._found_at = -1  # line start of the timed line _last_time found last
+        self._block_lines = -1  # newlines of the current block, once _hide_storms counted them
 
     # -- public -------------------------------------------------------------------------
     def scan_path(self, path: Path, display: str) -> FileScan:
@@ -283,6 +228,8 @@ class FileScanner:
         view = memoryview(buf)
         state = _State()
         self._folds: dict[bytes, list[int]] = {}  # stamp-less line -> [last kept line, times kept]
+        self._storms: dict[bytes, Storm] = {}  # hot fold keys counted per block
+        self._no_storm: set[bytes] = set()  # hot keys the block path cannot count exactly
         n = 0  # valid bytes in buf
         last_byte = 10
         try:
@@ -331,7 +278,17 @@ class FileScanner:
         last_t, scan_pos = st.carry, 0
         nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
         tail_pos, tail_t = -1, None  # start and time of the block's last timed line seen
-        for s, e in self.matcher.hit_lines(buf, view, limit):
+        self._block_lines = -1  # newlines of the block, when _hide_storms counted them
+        hid, gaps = self._hide_storms(buf, view, limit, st, res) if self._storms else (None, None)
+        if gaps is not None:  # storm lines counted as runs: only the lines between are read
+            hits = [h for g0, g1 in gaps for h in self.matcher.hit_lines(buf, view, g1, g0)]
+        elif hid is not None:
+            hits = self.matcher.hit_lines(hid, memoryview(hid), limit)  # type: ignore[arg-type]
+        else:
+            hits = self.matcher.hit_lines(buf, view, limit)
+        for s, e in hits:
+            if hid is not None and hid.find(b"\x00", s, e) >= 0:
+                continue  # a storm line counted by _hide_storms (an anchor in its stamp)
             cnt += count(b"\n", cnt_pos, s)
             cnt_pos = s
             lineno = st.lines + cnt + 1
@@ -350,13 +307,8 @@ class FileScanner:
             if quality == "exact":
                 last_t = t
                 tail_pos, tail_t = s, t
-            else:  # untimed: its upper bound is the next timed line (shared by later hits)
-                if nxt_pos < e:
-                    nxt_pos, nxt_t = self._next_time(buf, e, limit)
-                if nxt_t is not None:
-                    res.latest[lineno] = nxt_t
-                else:
-                    st.open.append(lineno)
+            elif nxt_pos < e:  # untimed: bounded by the next timed line (shared by later hits)
+                nxt_pos, nxt_t = self._next_time(buf, e, limit)
             scan_pos = e
             if t is not None and not (spec.window_start <= t <= spec.window_end):
                 # an untimed line is an interval: out only when all of it is outside
@@ -378,12 +330,25 @@ class FileScanner:
                         res.repeats[seen[0]] = [2, lineno, t, text]
                     else:
                         rep[0] += 1
-                        rep[1], rep[2], rep[3] = lineno, t, text
+                        if lineno > rep[1]:  # _hide_storms may have counted later ones
+                            rep[1], rep[2], rep[3] = lineno, t, text
+                    if (
+                        quality == "exact"
+                        and spec.storm_blocks
+                        and key not in self._storms
+                        and key not in self._no_storm
+                        and len(self._storms) < STORM_KEYS
+                    ):
+                        self._promote(key, buf, s, e, m)  # type: ignore[arg-type]
                     continue
-            text = self._clean(buf[s:e], res)
+            raw = buf[s:e]
+            text = self._clean(raw, res)
             if text is None:
                 continue
-            need = max((n for lit, n in self._ctx if lit in buf[s:e]), default=0)
+            need = 0
+            for lit, n in self._ctx:
+                if n > need and lit in raw:
+                    need = n
             if key is not None and not need:
                 if seen is not None:
                     seen[0], seen[1] = lineno, seen[1] + 1
@@ -391,6 +356,11 @@ class FileScanner:
                     self._folds[key] = [lineno, 1]
             record = [lineno, t, quality, text]
             res.records.append(record)  # type: ignore[arg-type]
+            if quality != "exact":  # kept for records only: a folded storm adds nothing
+                if nxt_t is not None:
+                    res.latest[lineno] = nxt_t
+                else:
+                    st.open.append(lineno)
             if need:
                 st.pending.append([record, need])
                 self._feed_pending(buf, e + 1, limit, st, res, only_last=True)
@@ -398,7 +368,9 @@ class FileScanner:
         if found is not None and self._found_at > tail_pos:
             tail_pos, tail_t = self._found_at, found
         st.carry = found if found is not None else last_t
-        st.lines += cnt + count(b"\n", cnt_pos, limit)
+        st.lines += (
+            self._block_lines if self._block_lines >= 0 else cnt + count(b"\n", cnt_pos, limit)
+        )
         if tail_t is not None:  # number it back from the block end (it is near the end)
             end = buf.find(b"\n", tail_pos, limit)
             end = limit if end < 0 else end
@@ -409,6 +381,81 @@ class FileScanner:
         if self._progress_here:
             self._last_progress(buf, limit, st, res, carry0)
 
+    def _promote(self, key: bytes, buf: bytearray, s: int, e: int, m: re.Match[bytes]) -> None:
+        """Make a hot key a storm counted per block when its lines can be told exactly
+        (storms.storm_of); else remember it is not one."""
+        tag = min(set(range(1, STORM_KEYS + 2)) - {x.tag for x in self._storms.values()})
+        storm = storm_of(buf, s, e, m, self.matcher, tag)
+        if storm is None:
+            self._no_storm.add(key)
+        else:
+            self._storms[key] = storm
+
+    def _hide_storms(
+        self, buf: bytearray, view: memoryview, limit: int, st: _State, res: FileScan
+    ) -> tuple[bytes | None, list[tuple[int, int]] | None]:
+        """Count each storm's lines of this block in its repeats (count, last line, time and
+        text: what the per-line fold gives) and say what the hit finder is to read instead
+        of the block: the gaps between storm runs (start, end), or, when a storm was found
+        by its regex, a copy of the block with the storm lines filled (NULs, a tag, the
+        newline: offsets stay); (None, None) when no storm was counted. A storm is counted
+        only in a block whose first and last lines of it are inside the window: times are
+        taken to run forward between them (a storm crossing a window edge goes per line, so
+        out_of_window stays exact). In a block holding a NUL, a storm needing the copy goes
+        per line (NULs mark the filled lines for the hit loop)."""
+        nul = -2  # where the block's first NUL is (-1: none), looked up when needed
+        hid: bytes | None = None
+        spans: list[tuple[int, int, bytes]] = []  # (start, end, one line of filler) of runs
+        lo, hi = self.spec.window_start, self.spec.window_end
+        for key, storm in list(self._storms.items()):
+            runs = storm.runs(buf, limit)
+            if runs is None:
+                if nul == -2:
+                    nul = buf.find(b"\x00", 0, limit)
+                if nul >= 0:
+                    continue  # NULs would not mark the filled lines alone: per line
+                out, n, first, start = storm.subn(view[:limit] if hid is None else hid)
+            else:
+                n = sum(r for _, r in runs)
+                first, start = (
+                    (runs[0][0], runs[-1][0] + (runs[-1][1] - 1) * storm.width) if n else (-1, -1)
+                )
+            if not n:
+                del self._storms[key]  # paused: its next per-line repeat promotes it again
+                continue
+            t_first = self._storm_time(buf, first, first + storm.stamp_len)
+            t_last = self._storm_time(buf, start, start + storm.stamp_len)
+            if t_first is None or t_last is None or not (lo <= t_first <= t_last <= hi):
+                continue  # this block's repeats of it go the per-line way
+            if runs is None:
+                hid = out
+            else:
+                spans += [(a, a + r * storm.width, storm.line_fill) for a, r in runs]
+            end = start + storm.width - 1
+            if self._block_lines < 0:  # once a block; the storm's last line is counted back
+                self._block_lines = buf.count(b"\n", 0, limit)
+            lineno = st.lines + self._block_lines - buf.count(b"\n", start, limit) + 1
+            text = buf[start:end].decode("utf-8", "replace")
+            kept = self._folds[key][0]
+            rep = res.repeats.get(kept)
+            if rep is None:
+                res.repeats[kept] = [1 + n, lineno, t_last, text]
+            else:
+                rep[0] += n
+                rep[1], rep[2], rep[3] = lineno, t_last, text
+        spans.sort()
+        if hid is not None:
+            return fill_spans(hid, spans, limit), None
+        if not spans:
+            return None, None
+        edges = [0, *(x for a, b, _ in spans for x in (a, b)), limit]
+        return None, [(g0, g1) for g0, g1 in zip(edges[::2], edges[1::2], strict=True) if g1 > g0]
+
+    def _storm_time(self, buf: bytearray, start: int, at: int) -> datetime | None:
+        """The time of a storm line whose stamp ends at `at` (None: not read as such)."""
+        m = LINE_TIME.match(buf, start, buf.find(b"\n", at))
+        return self.parser.from_match(m) if m is not None and m.end() == at else None
+
     def _last_progress(
         self, buf: bytearray, limit: int, st: _State, res: FileScan, carry: datetime | None
     ) -> None:
@@ -418,7 +465,11 @@ class FileScanner:
         for step in _PROGRESS_STEPS:
             lo = max(0, limit - step)
             end = min(limit, hi + 64)  # overlap: a literal across the step boundary
-            at = max(buf.rfind(lit, lo, end) for lit in self._last_lits)
+            at = -1
+            for core in self._last_cores:  # no core in the window: no literal either
+                if buf.rfind(core, lo, end) >= 0:
+                    at = max(buf.rfind(lit, lo, end) for lit in self._last_lits)
+                    break
             if at >= 0 or lo == 0:
                 break
             hi = lo  # the next, wider step only searches what this one did not
@@ -450,14 +501,7 @@ class FileScanner:
         """Append continuation lines starting at `pos` to records still waiting for them."""
         targets = st.pending[-1:] if only_last else st.pending
         want = max(n for _, n in targets)
-        lines: list[str] = []
-        while len(lines) < want and pos < limit:
-            e = buf.find(b"\n", pos, limit)
-            if e < 0:
-                e = limit
-            text = self._clean(buf[pos:e], res)
-            lines.append(text if text is not None else "")
-            pos = e + 1
+        lines = self._lines_from(buf, pos, limit, want, res)
         for item in targets:
             rec, n = item
             take = lines[:n]
@@ -465,6 +509,40 @@ class FileScanner:
                 rec[3] = rec[3] + "\n" + "\n".join(take)
             item[1] = n - len(take)
         st.pending = [p for p in st.pending if p[1] > 0]
+
+    def _lines_from(
+        self, buf: bytearray, pos: int, limit: int, want: int, res: FileScan
+    ) -> list[str]:
+        """Up to `want` lines from `pos` (a line cut at `limit` counts), each as _clean
+        gives it ("" for garbage). One slice, split and decode in the common case (text
+        with no control character but newlines, valid UTF-8, short lines: _clean would
+        change nothing); line by line otherwise."""
+        span = min(limit, pos + 256 * want)
+        while True:
+            parts = buf[pos:span].split(b"\n", want)
+            if len(parts) > want:
+                del parts[want:]  # the rest of the slice: not wanted
+                break
+            if span >= limit:
+                if parts[-1] == b"":  # the slice ends at a newline (or is empty)
+                    parts.pop()
+                break
+            span = min(limit, pos + 4 * (span - pos))
+        if not parts:
+            return []
+        chunk = b"\n".join(parts)
+        if len(chunk) <= self.spec.max_line_bytes:
+            ctrl = chunk.translate(None, _NOT_CONTROL)
+            if len(ctrl) == len(parts) - 1:  # its newlines only
+                try:
+                    return chunk.decode("utf-8").split("\n")
+                except UnicodeDecodeError:
+                    pass
+        out = []
+        for raw in parts:
+            text = self._clean(raw, res)
+            out.append(text if text is not None else "")
+        return out
 
     def _next_time(self, buf: bytearray, pos: int, limit: int) -> tuple[int, datetime | None]:
         """(start, time) of the first timed line after the newline at `pos` (pos -1: the
@@ -487,10 +565,14 @@ class FileScanner:
     def _last_time(self, buf: bytearray, lo: int, hi: int) -> datetime | None:
         """Time of the last timed line starting after the newline at `lo` and before `hi`
         (or at 0 when lo is 0): a short backwards step first, then the rest of the range."""
-        split = max(lo, hi - _BACK_WINDOW)
-        t = self._last_in(buf, split, hi, hi)
-        if t is None and split > lo:
-            t = self._last_in(buf, lo, min(hi, split + 128), split)
+        t, before = None, hi
+        for step in _BACK_STEPS:
+            split = max(lo, hi - step)
+            # a stamp starting before `split` may end after it: searched up to its longest
+            t = self._last_in(buf, split, min(hi, before + _STAMP_MAX), before)
+            if t is not None or split == lo:
+                break
+            before = split
         if t is None and lo == 0:
             m0 = LINE_TIME.match(buf, 0, hi)
             if m0 is not None:
@@ -527,9 +609,13 @@ class FileScanner:
             nl = find(b"\n", pos, limit)
             pos = find(b"\x00", nl, limit) if nl >= 0 else -1
         res.binary_lines += found
-        # the common case: pure ASCII cannot be invalid UTF-8 (the whole buffer first: no
-        # copy; it also holds stale bytes past `limit`, so check the block exactly if needed)
-        if buf.isascii() or bytes(view[:limit]).isascii():
+        # the common case: pure ASCII cannot be invalid UTF-8. A small block (a small file
+        # in the big reused buffer) is copied and checked alone; a big one: the whole buffer
+        # first, no copy (it holds stale bytes past `limit`: then the block exactly)
+        if limit * 4 < len(buf):
+            if bytes(view[:limit]).isascii():
+                return
+        elif buf.isascii() or bytes(view[:limit]).isascii():
             return
         pos, found = 0, 0
         while found < DAMAGE_CAP:
