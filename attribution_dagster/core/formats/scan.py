@@ -26,20 +26,14 @@ the storm is outside the window (or out of order) goes per line, so `out_of_wind
 exact; stamps between those two are taken to run forward. A line of another shape (another
 host, stamp format, no uptime) is never counted: it goes per line.
 
-Damaged lines are counted for the whole file with block-level C calls, never a per-line
-loop: overlong lines by probing one `rfind` per `max_line_bytes` window; invalid UTF-8 by
-`isascii()` and, only for non-ASCII blocks, incremental strict decoding from error to error;
-binary lines by looking for NUL bytes. At most DAMAGE_CAP lines per kind and block are
-located (counts are "at least" beyond that, so a latin-1 or binary file stays fast). Lines
-that are mostly control characters without a NUL are only recognised when examined (hit
-and continuation lines); examined lines are decoded with replacement. A line longer
-than both a block and `max_line_bytes` is cut at the block end (an anchor spanning that cut
-is missed; such a line is overlong anyway).
+Damaged lines (overlong, NUL-binary, invalid UTF-8, control garbage) are counted per block
+with C-level calls (core/formats/damage.py). A line longer than both a block and
+`max_line_bytes` is cut at the block end (an anchor spanning that cut is missed; such a line
+is overlong anyway).
 """
 
 from __future__ import annotations
 
-import codecs
 import gzip
 import re
 import stat
@@ -49,6 +43,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from attribution_dagster.core.formats.damage import NOT_CONTROL, clean_line, count_damage
 from attribution_dagster.core.formats.matchers import (
     HYPERSCAN_IMPORTABLE,
     HyperscanMatcher,
@@ -69,14 +64,10 @@ DEFAULT_BLOCK = 4 * 1024 * 1024
 # backwards steps when looking for an earlier timed line: most are found in the first
 _BACK_STEPS = (512, 8192, 1 << 62)
 _STAMP_MAX = JSON_TIME_SCAN + 256  # the longest TIMED_LINE_START match (a JSON line's)
-DAMAGE_CAP = 256  # damaged lines located per kind and block
 PROGRESS_WINDOW = 64 * 1024  # a block's last progress line is looked for this far back
 _PROGRESS_STEPS = (4096, PROGRESS_WINDOW)  # near the end first: dense progress stops early
 # system logs hold no training progress: not searched for it (spec: file name conventions)
 _SYSTEM_LOG = re.compile(r"^(?:kern|syslog|dmesg|messages|journal)", re.IGNORECASE)
-# Bytes that count as control characters when deciding a line is binary garbage.
-_CONTROL = bytes(b for b in range(32) if b not in (9, 27)) + b"\x7f"
-_NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
 # the part of a line that changes between repeats of one message: a dmesg uptime stamp
 _UPTIME_B = UPTIME  # storms.py finds it the same way
 FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: kept as lines)
@@ -532,7 +523,7 @@ class FileScanner:
             return []
         chunk = b"\n".join(parts)
         if len(chunk) <= self.spec.max_line_bytes:
-            ctrl = chunk.translate(None, _NOT_CONTROL)
+            ctrl = chunk.translate(None, NOT_CONTROL)
             if len(ctrl) == len(parts) - 1:  # its newlines only
                 try:
                     return chunk.decode("utf-8").split("\n")
@@ -590,65 +581,10 @@ class FileScanner:
         return None
 
     def _count_damage(self, buf: bytearray, view: memoryview, limit: int, res: FileScan) -> None:
-        """Count overlong, NUL-binary and invalid UTF-8 lines of one block (see module doc)."""
-        size = self.spec.max_line_bytes
-        find, rfind = buf.find, buf.rfind
-        p, found = 0, 0
-        while p + size < limit and found < DAMAGE_CAP:
-            nl = rfind(b"\n", p, p + size + 1)
-            if nl >= 0:
-                p = nl + 1
-                continue
-            found += 1  # no newline within max_line_bytes of a line start: overlong
-            nl = find(b"\n", p + size, limit)
-            p = nl + 1 if nl >= 0 else limit
-        res.overlong_lines += found
-        pos, found = find(b"\x00", 0, limit), 0
-        while pos >= 0 and found < DAMAGE_CAP:
-            found += 1
-            nl = find(b"\n", pos, limit)
-            pos = find(b"\x00", nl, limit) if nl >= 0 else -1
-        res.binary_lines += found
-        # the common case: pure ASCII cannot be invalid UTF-8. A small block (a small file
-        # in the big reused buffer) is copied and checked alone; a big one: the whole buffer
-        # first, no copy (it holds stale bytes past `limit`: then the block exactly)
-        if limit * 4 < len(buf):
-            if bytes(view[:limit]).isascii():
-                return
-        elif buf.isascii() or bytes(view[:limit]).isascii():
-            return
-        pos, found = 0, 0
-        while found < DAMAGE_CAP:
-            try:
-                codecs.utf_8_decode(view[pos:limit], "strict", True)
-                break
-            except UnicodeDecodeError as exc:
-                found += 1
-                nl = find(b"\n", pos + exc.start, limit)
-                if nl < 0:
-                    break
-                pos = nl + 1
-        res.invalid_utf8_lines += found
+        count_damage(buf, view, limit, self.spec.max_line_bytes, res)
 
     def _clean(self, raw: bytes | bytearray, res: FileScan) -> str | None:
-        """Decode one examined line; None for binary garbage. Overlong, NUL and invalid
-        UTF-8 lines were counted by _count_damage; only control-char garbage is counted here."""
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        truncated = len(raw) > self.spec.max_line_bytes
-        if truncated:
-            raw = raw[: self.spec.max_line_bytes]
-        if b"\x00" in raw:
-            return None
-        if raw and len(raw.translate(None, _NOT_CONTROL)) * 10 > len(raw) * 3:
-            res.binary_lines += 1
-            return None
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if truncated and exc.start >= len(raw) - 3 and exc.reason == "unexpected end of data":
-                return raw[: exc.start].decode("utf-8", "replace")
-            return raw.decode("utf-8", "replace")
+        return clean_line(raw, self.spec.max_line_bytes, res)
 
 
 class _State:

@@ -16,7 +16,7 @@ from attribution_dagster.connectors.files.case import LocalFilesClient
 from attribution_dagster.connectors.files.reader import match_nodes
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import Anchor
-from attribution_dagster.core.formats import scan
+from attribution_dagster.core.formats import damage, scan
 from attribution_dagster.core.formats.scan import FileScanner, ScanSpec, build_matcher
 from attribution_dagster.core.settings import Window
 
@@ -488,7 +488,7 @@ def test_damaged_lines_counted_even_without_anchor_hits() -> None:
 def test_damage_counting_is_capped_per_block() -> None:
     data = b"caf\xe9\n" * 5000
     res = FileScanner(spec(block_size=1 << 20)).scan_bytes(data)
-    assert res.invalid_utf8_lines == scan.DAMAGE_CAP
+    assert res.invalid_utf8_lines == damage.DAMAGE_CAP
 
 
 def _reference_scan(data: bytes, s: ScanSpec) -> list[tuple[int, datetime | None, str]]:
@@ -508,7 +508,7 @@ def _reference_scan(data: bytes, s: ScanSpec) -> list[tuple[int, datetime | None
         if t is not None and not (s.window_start <= t <= s.window_end):
             continue
         raw = line.removesuffix(b"\r")[: s.max_line_bytes]
-        control = len(raw.translate(None, scan._NOT_CONTROL))
+        control = len(raw.translate(None, damage.NOT_CONTROL))
         if b"\x00" in raw or (raw and control * 10 > len(raw) * 3):
             continue
         out.append((number, t, quality))
