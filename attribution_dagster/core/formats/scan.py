@@ -68,12 +68,10 @@ PROGRESS_WINDOW = 64 * 1024  # a block's last progress line is looked for this f
 _PROGRESS_STEPS = (4096, PROGRESS_WINDOW)  # near the end first: dense progress stops early
 # system logs hold no training progress: not searched for it (spec: file name conventions)
 _SYSTEM_LOG = re.compile(r"^(?:kern|syslog|dmesg|messages|journal)", re.IGNORECASE)
-# the part of a line that changes between repeats of one message: a dmesg uptime stamp
-_UPTIME_B = UPTIME  # storms.py finds it the same way
+_UPTIME_B = UPTIME  # what changes between repeats of a message: a dmesg uptime (as storms.py)
 FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: kept as lines)
-# a line is kept as itself its first FOLD_AFTER times in a file, then its repeats are folded
-# into the last one kept: ordinary repetition stays line for line (exports reproduce it),
-# storms (an XID logged 800,000 times) cost one record
+# a line is kept as itself its first FOLD_AFTER times in a file, then its repeats fold into the
+# last one kept: exports reproduce ordinary repetition; an 800,000-line storm is one record
 FOLD_AFTER = 64
 STORM_KEYS = 8  # storms counted per block at once in a file (more: their repeats go per line)
 
@@ -158,6 +156,8 @@ def _cover(literals: Sequence[bytes]) -> list[bytes]:
 
 class FileScanner:
     """Scans files for one ScanSpec; one instance per process (holds the compiled matcher)."""
+
+    skip_known_gaps = True  # no backward search where a forward one found no timed line
 
     def __init__(self, spec: ScanSpec) -> None:
         self.spec = spec
@@ -268,6 +268,7 @@ class FileScanner:
         carry0 = st.carry
         last_t, scan_pos = st.carry, 0
         nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
+        nxt_from = -1  # where that forward search started
         tail_pos, tail_t = -1, None  # start and time of the block's last timed line seen
         self._block_lines = -1  # newlines of the block, when _hide_storms counted them
         hid, gaps = self._hide_storms(buf, view, limit, st, res) if self._storms else (None, None)
@@ -288,7 +289,8 @@ class FileScanner:
             if t is not None:
                 quality = "exact"
             else:
-                found = self._last_time(buf, scan_pos, s)
+                skip = self.skip_known_gaps and 0 < nxt_from <= scan_pos and nxt_pos >= s
+                found = None if skip else self._last_time(buf, scan_pos, s)
                 if found is not None:
                     last_t = found
                     if self._found_at > tail_pos:
@@ -299,7 +301,7 @@ class FileScanner:
                 last_t = t
                 tail_pos, tail_t = s, t
             elif nxt_pos < e:  # untimed: bounded by the next timed line (shared by later hits)
-                nxt_pos, nxt_t = self._next_time(buf, e, limit)
+                nxt_from, (nxt_pos, nxt_t) = e, self._next_time(buf, e, limit)
             scan_pos = e
             if t is not None and not (spec.window_start <= t <= spec.window_end):
                 # an untimed line is an interval: out only when all of it is outside

@@ -89,3 +89,44 @@ def test_progress_cores_cover_every_literal() -> None:
     cores = _cover(lits)
     assert all(any(c in lit for c in cores) for lit in lits)
     assert len(cores) < len(lits) - 4 and b"ab" in cores
+
+
+def _mixed_log(rng, lines: int) -> bytes:
+    """Timed and untimed lines in random runs: NCCL INFO init (untimed), ISO and syslog
+    stamps, hits among them, long stretches with no timed line at all."""
+    t = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
+    out = []
+    for i in range(lines):
+        t += timedelta(seconds=rng.randint(0, 3))
+        kind = rng.random()
+        if kind < 0.45:
+            out.append(f"node-a:4000:4100 [{i % 8}] NCCL INFO comm 0x{i:x} rank {i % 8} nRanks 8")
+        elif kind < 0.6:
+            out.append(f"node-a:4000:4100 [{i % 8}] NCCL INFO Channel 00/0 : 0[0] -> 1[1]")
+        elif kind < 0.75:
+            out.append(f"{t:%Y-%m-%dT%H:%M:%S}.000Z INFO step {i}")
+        elif kind < 0.85:
+            out.append(f"{t:%b %d %H:%M:%S} node-a kernel: NVRM: Xid (PCI:0000:3b:00): 79, fell")
+        else:
+            out.append(f"{t:%Y-%m-%d %H:%M:%S},000 ERROR NCCL WARN timeout {i}")
+    return ("\n".join(out) + "\n").encode()
+
+
+def test_skipping_known_gaps_gives_the_same_scan() -> None:
+    """An untimed hit's backward search is skipped where a forward search already found no
+    timed line: the same records, times, `latest` and tail as searching every time."""
+    import random
+
+    rng = random.Random(5)
+    spec = _spec(
+        literals=("NCCL INFO comm", "NVRM: Xid", "NCCL WARN"),
+        context_after=(0, 0, 0),
+        block_size=4096,
+    )
+    for _ in range(30):
+        data = _mixed_log(rng, rng.randint(50, 600))
+        fast, slow = FileScanner(spec), FileScanner(spec)
+        slow.skip_known_gaps = False
+        a, b = fast.scan_bytes(data), slow.scan_bytes(data)
+        assert a.records and a.records == b.records
+        assert (a.latest, a.tail, a.lines) == (b.latest, b.tail, b.lines)
