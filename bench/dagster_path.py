@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("case", nargs="?", type=Path, default=Path("/tmp/attr-bench/profiles/today-1"))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
-        "--workers", type=_workers, default=[1, None],
+        "--workers",
+        type=_workers,
+        default=[1, None],
         help="scanner processes for both paths, comma-separated; 'all' = all cores "
         "(default: 1,all)",
     )
@@ -66,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp) / "cases"
         root.mkdir()
         # hard links: the same files, no copy of a 1.3 GB case
-        subprocess.run(["cp", "-al", str(args.case.resolve()), str(root / args.case.name)],
-                       check=True)
+        subprocess.run(
+            ["cp", "-al", str(args.case.resolve()), str(root / args.case.name)], check=True
+        )
         t0 = time.perf_counter()
         inst = open_instance(Path(tmp) / "dagster")
         url = f"sqlite:///{tmp}/results.db"
@@ -89,12 +92,17 @@ def main(argv: list[str] | None = None) -> int:
                     dagster.append(time.perf_counter() - t0)
                 got = report.results[0] if report.results else None
                 same = got is not None and (got.status, got.category, got.suspect_nodes) == (
-                    want.status, want.category, want.suspect_nodes)
+                    want.status,
+                    want.category,
+                    want.suspect_nodes,
+                )
                 all_same = all_same and same
                 d, g = min(direct), min(dagster)
-                print(f"  workers {workers or 'all'}: direct {d:.2f} s, Dagster per-job {g:.2f} s "
-                      f"({g / d:.2f}x; target <= 1.3x; best of {args.repeat}), "
-                      f"same verdict: {'yes' if same else 'NO'}")
+                print(
+                    f"  workers {workers or 'all'}: direct {d:.2f} s, Dagster per-job {g:.2f} s "
+                    f"({g / d:.2f}x; target <= 1.3x; best of {args.repeat}), "
+                    f"same verdict: {'yes' if same else 'NO'}"
+                )
         finally:
             inst.dispose()
     return 0 if all_same else 1

@@ -1,5 +1,5 @@
 """What makes a local SQLite Dagster instance cheap enough for per-job runs, applied by the
-instance's own event-log storage (instance/storage.py), never at import and never to other
+instance's own storages (instance/storage.py, run_storage.py), never at import and never to other
 databases (the results database keeps SQLite's defaults).
 
 Dagster stores every event with its own commit: a batched run of the per-job assets
