@@ -27,7 +27,8 @@ and one open connection per file (`_connect`):
   follows a running run by watching that file (`SqliteEventLogStorageWatchdog`), which
   changes only when its WAL is checkpointed into it: so a write is checkpointed
   `CHECKPOINT_DELAY_SECONDS` later, once for all the writes of that interval (stock: at
-  each write's close). The UI shows a run's events that much later; none is lost.
+  each write's close), and when the file is closed (`dispose`, or a newer run's file
+  taking its place). The UI shows a run's events that much later; none is lost.
 
 Its engines, and only they, are tuned (`PRAGMA synchronous=NORMAL`, instance/tuning.py).
 New files are put in WAL mode before their tables are created (one journal-less commit per
@@ -119,8 +120,7 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
                 engine = kept_engine(self.conn_string_for_shard(shard))
                 self._engines[shard] = engine
                 if len(self._engines) > _KEPT_RUN_FILES:
-                    # closing its connection checkpoints it: a pending checkpoint is moot
-                    self._engines.popitem(last=False)[1].dispose()
+                    self._close(*self._engines.popitem(last=False))
             self._engines.move_to_end(shard)
             return engine
 
@@ -157,14 +157,17 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
             with self._engines_lock:
                 self._unchecked.discard(shard)
                 engine = self._engines.get(shard)
-            if engine is None:
-                return  # closed since, which checkpointed it
-            try:
-                with engine.connect() as conn:
-                    conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
-            except (db_exc.OperationalError, sqlite3.OperationalError) as exc:
-                # e.g. locked by another process: the next write or the close checkpoints it
-                log.debug("checkpoint of run file %s deferred: %s", shard, exc)
+            if engine is not None:  # else closed since, and checkpointed then
+                _checkpoint(engine, shard)
+
+    def _close(self, shard: str, engine: Engine) -> None:
+        """Close a run file's kept connection, checkpointing first what a timer has not yet:
+        SQLite checkpoints on close only when no other process has the file open (a
+        webserver reading it may)."""
+        if shard in self._unchecked:
+            self._unchecked.discard(shard)
+            _checkpoint(engine, shard)
+        engine.dispose()
 
     def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
         """A new run's file gets the stock tables, WAL and the alembic head stamp, with the
@@ -212,14 +215,12 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
 
     def _dispose_engines(self) -> None:
         with self._db_lock, self._engines_lock:
-            engines = list(self._engines.values())
-            if self._index_engine is not None:
-                engines.append(self._index_engine)
+            for shard, engine in self._engines.items():
+                self._close(shard, engine)
             self._engines.clear()
-            self._index_engine = None
-            self._unchecked.clear()
-            for engine in engines:
-                engine.dispose()
+            if self._index_engine is not None:
+                self._index_engine.dispose()
+                self._index_engine = None
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         """Runs of same-kind asset events in one transaction per file; the rest, in order,
@@ -262,6 +263,16 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
 
 
 _SCRIPTS: ScriptDirectory | None = None
+
+
+def _checkpoint(engine: Engine, shard: str) -> None:
+    """Copy the run file's WAL into the file (which the webserver's watch sees)."""
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+    except (db_exc.OperationalError, sqlite3.OperationalError) as exc:
+        # e.g. locked by another process: the next write or checkpoint carries it
+        log.debug("checkpoint of run file %s deferred: %s", shard, exc)
 
 
 def _changes(conn: Connection) -> int:

@@ -190,3 +190,22 @@ def test_many_runs_keep_few_files_open(tmp_path):
         assert [e.user_message for e in latest] == ["hello"]
     finally:
         storage.dispose()
+
+
+def test_closing_checkpoints_even_while_another_reader_holds_the_file(tmp_path, monkeypatch):
+    """SQLite checkpoints a file on close only when no other connection has it open, and a
+    webserver reading the run may: the storage checkpoints pending writes itself."""
+    monkeypatch.setattr(instance_storage, "CHECKPOINT_DELAY_SECONDS", 60.0)
+    base = tmp_path / "runs"
+    writer = BatchedSqliteEventLogStorage(str(base))
+    writer.store_event(_entry("run-1", "first"))
+    reader = sqlite3.connect(base / "run-1.db")
+    try:
+        assert reader.execute("select count(*) from event_logs").fetchone()[0] == 1
+        writer.store_event(_entry("run-1", "last"))
+        writer.dispose()
+        db = sqlite3.connect(f"file:{base / 'run-1.db'}?immutable=1", uri=True)
+        assert db.execute("select count(*) from event_logs").fetchone()[0] == 2
+        db.close()
+    finally:
+        reader.close()
