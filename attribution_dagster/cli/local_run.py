@@ -49,21 +49,31 @@ INSTANCE_YAML = """\
 # For a production instance see dagster.yaml.example in the repository.
 telemetry:
   enabled: false
-# A batched run's materializations in one transaction: attribution_dagster/instance/storage.py
+# A batched run's materializations in one transaction, each SQLite file on one kept
+# connection: attribution_dagster/instance/storage.py, run_storage.py and tuning.py
 event_log_storage:
   module: attribution_dagster.instance.storage
   class: BatchedSqliteEventLogStorage
   config:
     base_dir: {event_log_dir}
+run_storage:
+  module: attribution_dagster.instance.run_storage
+  class: KeptSqliteRunStorage
+  config:
+    base_dir: {run_dir}
 """
 
 
 def write_instance_yaml(instance_dir: Path) -> None:
-    """A new local instance's settings: no telemetry, no banner, batched event writes."""
+    """A new local instance's settings: no telemetry, no banner, batched event writes, kept
+    SQLite connections (the files where Dagster's defaults put them)."""
     settings = instance_dir / "dagster.yaml"
     if not settings.exists():
-        event_log_dir = instance_dir.resolve() / "history" / "runs"
-        settings.write_text(INSTANCE_YAML.format(event_log_dir=event_log_dir), encoding="utf-8")
+        history = instance_dir.resolve() / "history"
+        settings.write_text(
+            INSTANCE_YAML.format(event_log_dir=history / "runs", run_dir=history),
+            encoding="utf-8",
+        )
 
 
 @dataclass

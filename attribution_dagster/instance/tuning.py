@@ -1,15 +1,21 @@
 """What makes a local SQLite Dagster instance cheap enough for per-job runs, applied by the
-instance's own event-log storage (instance/storage.py), never at import and never to other
+instance's own storages (instance/storage.py, run_storage.py), never at import and never to other
 databases (the results database keeps SQLite's defaults).
 
 Dagster stores every event with its own commit: a batched run of the per-job assets
 writes a materialization per asset per job, and a planned event per asset per job.
-Three settings, each scoped to an instance whose `dagster.yaml` selects
-`BatchedSqliteEventLogStorage` (`local_run.open_instance` and `make ui` write that):
+These settings are scoped to an instance whose `dagster.yaml` selects
+`BatchedSqliteEventLogStorage` and `KeptSqliteRunStorage` (`local_run.open_instance` and
+`make ui` write that):
 
-- `PRAGMA synchronous=NORMAL` on the connections of that storage's own engines (`tune_engine`).
-  Dagster already puts its SQLite files in WAL mode, where NORMAL is safe against a crash
-  of the process (a power loss may drop the last few commits).
+- Their engines keep their connection open (`kept_engine`): closing the last connection to
+  a SQLite file in WAL mode checkpoints and deletes the WAL (fsyncs, unlinks), and the stock
+  storages open and close one per statement, some 180 per run.
+- `PRAGMA synchronous=NORMAL` on the connections of those storages' own engines
+  (`tune_engine`). Dagster already puts its SQLite files in WAL mode, where NORMAL is safe
+  against a crash of the process (a power loss may drop the last few commits, never
+  corrupts a file); a commit then writes the WAL without an fsync, and a checkpoint still
+  syncs.
 - One "planned" event per asset per run instead of one per job: the storage answers
   `supports_partition_subset_in_asset_materialization_planned_events` itself (the stock
   storage reads `DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS`). Dagster's documented
@@ -30,10 +36,13 @@ import os
 import sqlite3
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
+from sqlalchemy.pool import QueuePool
 
 EVENT_BATCH_SIZE = 1000
+KEPT_OVERFLOW = 4  # connections opened past the kept one (other threads), closed after use
+BUSY_TIMEOUT_SECONDS = 30  # Dagster's SQLITE_BUSY_TIMEOUT_SECONDS for its event log
 
 
 def _relax_sqlite(dbapi_conn: Any, _record: Any) -> None:
@@ -46,6 +55,19 @@ def tune_engine(engine: Engine) -> Engine:
     if not event.contains(engine, "connect", _relax_sqlite):
         event.listen(engine, "connect", _relax_sqlite)
     return engine
+
+
+def kept_engine(url: str) -> Engine:
+    """A tuned engine on one SQLite file whose connection stays open between operations
+    (one kept, up to `KEPT_OVERFLOW` more while other threads use it)."""
+    engine = create_engine(
+        url,
+        poolclass=QueuePool,
+        pool_size=1,
+        max_overflow=KEPT_OVERFLOW,
+        connect_args={"timeout": BUSY_TIMEOUT_SECONDS},
+    )
+    return tune_engine(engine)
 
 
 def batch_events() -> None:
