@@ -63,40 +63,42 @@ class FactGrouper:
         out: list[list[LinePart] | None] = []
         if node == CLUSTER_NODE:  # lines about several nodes, relabelled per host: kept
             return [None] * len(lines)
-        facts_of, origin_of = self.catalog.facts, self.catalog.origin
+        facts_of, origin_of, ctx = self.catalog.facts, self.catalog.origin, self.ctx
         # (parser, time) -> line numbers of lines kept whole that could anchor an echo
         anchors: dict[tuple[str, datetime], list[int]] = {}
-        timed: list[tuple[int, int, list[tuple[str, datetime]]]] = []
+        timed: list[tuple[int, int, list[Fact]]] = []
         for i, (lineno, t, quality, text) in enumerate(lines):
-            facts = facts_of(_Line(node, t, quality, text), self.ctx) if "\n" not in text else []
+            facts = facts_of(_Line(node, t, quality, text), ctx) if "\n" not in text else None
             if not facts:
                 out.append(None)
                 continue
             origin = origin_of(text)
-            if (
-                "rank" in origin
-                or "task" in origin
-                or any(f.node != node or "tasks" in f.attrs for f in facts)
-            ):
+            whole = "rank" in origin or "task" in origin
+            for f in facts:
+                if f.node != node or "tasks" in f.attrs:
+                    whole = True
+            if whole:
                 for f in facts:
                     if f.time is not None:
                         anchors.setdefault((f.parser, f.time), []).append(lineno)
                 out.append(None)
                 continue
-            by_parser: dict[str, list[Any]] = {}
-            for f in facts:
-                by_parser.setdefault(f.parser, []).append(f.key())
-            labels = tuple(sorted(origin.items()))
-            split = len(by_parser) > 1
-            out.append(
-                [
-                    ((p,) if split else None, (p, labels, tuple(keys)))
-                    for p, keys in by_parser.items()
-                ]
-            )
-            timed.append((i, lineno, [(f.parser, f.time) for f in facts if f.time is not None]))
+            labels = tuple(sorted(origin.items())) if origin else ()
+            if len(facts) == 1:  # the usual line: one parser, one fact
+                f = facts[0]
+                out.append([(None, (f.parser, labels, (f.key(),)))])
+            else:
+                by_parser: dict[str, list[Any]] = {}
+                for f in facts:
+                    by_parser.setdefault(f.parser, []).append(f.key())
+                split = len(by_parser) > 1
+                out.append(
+                    [((p,) if split else None, (p, labels, tuple(k))) for p, k in by_parser.items()]
+                )
+            timed.append((i, lineno, facts))
         if anchors:
-            for i, lineno, keys in timed:
+            for i, lineno, facts in timed:
+                keys = [(f.parser, f.time) for f in facts if f.time is not None]
                 if any(abs(at - lineno) <= _ECHO_LINES for k in keys for at in anchors.get(k, ())):
                     out[i] = None
         return out
