@@ -134,12 +134,16 @@ def fold(facts: Iterable[Fact]) -> list[Observation]:
     """One Observation per distinct fact, in first-seen order; memory grows with the
     distinct facts (the facts are consumed as they come)."""
     groups: dict[tuple[Any, ...], Fact] = {}
+    copied: set[tuple[Any, ...]] = set()  # groups that hold a copy (absorb changes it)
     for f in facts:
         k = f.key()
         have = groups.get(k)
         if have is None:
-            groups[k] = Fact(*(getattr(f, n) for n in Fact.__slots__))  # type: ignore[arg-type]
+            groups[k] = f  # most facts are alone: copied only when a second one comes
         else:
+            if k not in copied:
+                copied.add(k)
+                have = groups[k] = have.moved(have.node, have.attrs)
             have.absorb(f)
     out = []
     for f in groups.values():
