@@ -146,8 +146,8 @@ def fold(facts: Iterable[Fact]) -> list[Observation]:
                 have = groups[k] = have.moved(have.node, have.attrs)
             have.absorb(f)
     out = []
-    for f in groups.values():
-        o = f.observation()
+    for k in list(groups):  # first-seen order; each fact freed once its Observation is built
+        o = groups.pop(k).observation()
         if o is not None:
             out.append(o)
     return out

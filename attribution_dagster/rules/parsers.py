@@ -91,6 +91,7 @@ Run `python -m attribution_dagster.rules.parsers --markdown` to print docs/parse
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,14 @@ def _sort_key(o: Observation) -> tuple[int, float, str, str]:
         return (1, 0.0, o.node, o.locator.render())
     t = o.time if o.time.tzinfo else o.time.replace(tzinfo=timezone.utc)
     return (0, t.timestamp(), o.node, o.locator.render())
+
+
+def _drain(per_record: list[Any]) -> Iterator[Fact]:
+    """The facts of (record, facts) pairs, each pair dropped from the list once read."""
+    for i in range(len(per_record)):
+        _, facts = per_record[i]
+        per_record[i] = None
+        yield from facts
 
 
 def _unnamed(regex: str) -> str:
@@ -474,8 +483,9 @@ class ParserCatalog:
             facts = self.facts(rec, ctx)
             if facts:
                 per_record.append((rec, facts))
-        relabelled = _relabel_by_origin(per_record, ctx, self.origin)
-        out = fold(f for _, facts in _follow_echoes(relabelled, ctx) for f in facts)
+        echoed = _follow_echoes(_relabel_by_origin(per_record, ctx, self.origin), ctx)
+        del per_record  # drained by fold: a fact is freed once folded (peak: facts or obs)
+        out = fold(_drain(echoed))
         out.extend(self.normalize_samples(raw.samples, ctx))
         out.extend(tails)
         out.sort(key=_sort_key)
