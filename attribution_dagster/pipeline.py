@@ -326,9 +326,10 @@ def cut_lines(
     return out
 
 
-def normalize(raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
-    """Typed observations, time-ordered (unknown times last)."""
-    observations = catalog().normalize(raw, ctx)
+def normalize(raw: RawEvidence, ctx: ExecutionContext, consume: bool = False) -> list[Observation]:
+    """Typed observations, time-ordered (unknown times last); with `consume`, `raw.records`
+    is emptied as they are parsed (their memory goes while the observations are built)."""
+    observations = catalog().normalize(raw, ctx, consume=consume)
     if raw.dumps:
         observations = hangs.with_dump_observations(observations, raw.dumps, ctx)
     return observations
@@ -370,7 +371,7 @@ def analyze_context(
 ) -> AttributionResult:
     settings = settings or AnalysisSettings()
     raw = collect_evidence(case, ctx, settings, sources=sources)
-    observations = normalize(raw, ctx)
+    observations = normalize(raw, ctx, consume=True)  # only coverage and topology remain used
     return attribute(ctx, observations, raw.coverage, settings, topology=raw.topology)
 
 

@@ -198,7 +198,7 @@ def observations(context: AssetExecutionContext, store: AssetStoreResource) -> M
 
     def parse(key: str, up: str | None, _last: bool) -> tuple[ObservationSet, dict[str, Any]]:
         raw = RawEvidence.model_validate_json(up or "")
-        obs = pipeline.normalize(raw, _context_of(contexts, key))
+        obs = pipeline.normalize(raw, _context_of(contexts, key), consume=True)
         value = ObservationSet(observations=obs, coverage=raw.coverage, topology=raw.topology)
         return value, md.observations_metadata(obs)
 

@@ -463,9 +463,14 @@ class ParserCatalog:
     ) -> list[Observation]:
         return self._metrics.normalize(samples, ctx)
 
-    def normalize(self, raw: RawEvidence, ctx: ExecutionContext) -> list[Observation]:
+    def normalize(
+        self, raw: RawEvidence, ctx: ExecutionContext, consume: bool = False
+    ) -> list[Observation]:
         """All records and samples, time-ordered (unknown last); a line read twice counts once;
-        a repeated fact is one observation (`fold`: count, first and last time and locator)."""
+        a repeated fact is one observation (`fold`: count, first and last time and locator).
+        With `consume`, `raw.records` is emptied once parsed, so each record is freed as its
+        facts fold (the caller needs only the observations: peak memory is records or
+        observations, not both)."""
         seen: set[tuple[Any, ...]] = set()
         per_record: list[tuple[RawRecord, list[Fact]]] = []
         # where each file stops (liveness, not a parsed event): the engine's silence test
@@ -483,6 +488,9 @@ class ParserCatalog:
             facts = self.facts(rec, ctx)
             if facts:
                 per_record.append((rec, facts))
+        del seen
+        if consume:
+            raw.records = []
         echoed = _follow_echoes(_relabel_by_origin(per_record, ctx, self.origin), ctx)
         del per_record  # drained by fold: a fact is freed once folded (peak: facts or obs)
         out = fold(_drain(echoed))

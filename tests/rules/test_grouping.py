@@ -189,3 +189,19 @@ def test_nccl_init_lines_fold_to_their_facts_in_a_big_file(tmp_path, monkeypatch
     assert [o.model_dump(mode="json") for o in obs] == plain
     result = pipeline.attribute(ctx, obs, raw.coverage, AnalysisSettings(), topology=raw.topology)
     assert result.model_dump(mode="json", exclude={"analyzed_at", "coverage"}) == verdict_plain
+
+
+def test_normalize_consuming_the_records_gives_the_same_observations(tmp_path):
+    """`consume=True` (the direct and Dagster paths: only coverage and topology are used
+    afterwards) empties raw.records as they are parsed; the observations are the same."""
+    case = _nccl_case(tmp_path / "nccl", comms=40)
+    ctx = pipeline.load_context(case)
+    raw = pipeline.collect_evidence(case, ctx, AnalysisSettings())
+    kept = len(raw.records)
+    plain = pipeline.normalize(raw, ctx)
+    assert len(raw.records) == kept  # not consumed by default
+    consumed = pipeline.normalize(raw, ctx, consume=True)
+    assert raw.records == [] and kept > 0
+    assert [o.model_dump(mode="json") for o in consumed] == [
+        o.model_dump(mode="json") for o in plain
+    ]
