@@ -25,6 +25,19 @@ from attribution_dagster.rules.engine.rulebook import Match
 
 ENGINE = load_engine()
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
+
+
+def _failed_job(nodes: list[str], minutes: int = 45) -> ExecutionContext:
+    """A failed Slurm job on `nodes` that ran `minutes` from T0."""
+    return ExecutionContext(
+        job_id="1",
+        scheduler="slurm",
+        state=JobState.FAILED,
+        exit_code=1,
+        start=T0,
+        end=T0 + timedelta(minutes=minutes),
+        nodes=nodes,
+    )
 _n = iter(range(1, 10**7))
 
 
@@ -144,15 +157,7 @@ def test_a_large_job_looks_its_node_list_up_a_bounded_number_of_times() -> None:
     """Membership in the context's node list (a list: 1,024 names) per observation made the
     engine quadratic in a large job; the steps look nodes up in sets."""
     nodes = [f"node-{i:04d}" for i in range(64)]
-    ctx = ExecutionContext(
-        job_id="1",
-        scheduler="slurm",
-        state=JobState.FAILED,
-        exit_code=1,
-        start=T0,
-        end=T0 + timedelta(minutes=45),
-        nodes=nodes,
-    )
+    ctx = _failed_job(nodes)
     obs = [
         ob("node_address", n, 0.2, attrs={"address": f"10.0.{i // 200}.{i % 200}"})
         for i, n in enumerate(nodes)
@@ -206,15 +211,7 @@ def test_a_chain_of_thousands_of_folded_links_builds_only_those_shown(
 
     monkeypatch.setattr(outcome, "ChainLink", counting)
     nodes = [f"node-{i:04d}" for i in range(300)]
-    ctx = ExecutionContext(
-        job_id="1",
-        scheduler="slurm",
-        state=JobState.FAILED,
-        exit_code=1,
-        start=T0,
-        end=T0 + timedelta(minutes=45),
-        nodes=nodes,
-    )
+    ctx = _failed_job(nodes)
     obs = [
         ob(
             "xid",
@@ -320,15 +317,7 @@ def test_every_rank_raising_on_many_nodes_compares_no_observations(
 
     monkeypatch.setattr(Observation, "__eq__", counting)
     nodes = [f"node-{i:04d}" for i in range(200)]
-    ctx = ExecutionContext(
-        job_id="1",
-        scheduler="slurm",
-        state=JobState.FAILED,
-        exit_code=1,
-        start=T0,
-        end=T0 + timedelta(minutes=45),
-        nodes=nodes,
-    )
+    ctx = _failed_job(nodes)
     obs = []
     for i, n in enumerate(nodes):
         obs.append(
@@ -378,15 +367,7 @@ def test_an_xid_45_on_every_gpu_reads_only_its_nodes_lines(monkeypatch: pytest.M
 
     monkeypatch.setattr(intake, "followed", spying)
     nodes = [f"node-{i:04d}" for i in range(100)]
-    ctx = ExecutionContext(
-        job_id="1",
-        scheduler="slurm",
-        state=JobState.FAILED,
-        exit_code=1,
-        start=T0,
-        end=T0 + timedelta(minutes=45),
-        nodes=nodes,
-    )
+    ctx = _failed_job(nodes)
     obs = [
         ob(
             "xid",
