@@ -18,127 +18,27 @@ import argparse
 import json
 import random
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
-START = datetime(2026, 11, 2, 10, 0, 0, tzinfo=timezone.utc)
-FAIL_AFTER = timedelta(minutes=40)
-KERN_LEAD = timedelta(minutes=10)  # kernel log starts before the job (out of window)
-KERN_SHARE = 0.4
-TS = b"@TS@"
-
-
-def syslog_ts(t: datetime) -> bytes:
-    return f"{t:%b} {t.day:2d} {t:%H:%M:%S}".encode()
-
-
-def iso_ts(t: datetime) -> bytes:
-    return f"{t:%Y-%m-%d %H:%M:%S}".encode()
-
-
-def kern_template(host: str, per_second: int, rng: random.Random, noisy: bool) -> bytes:
-    chatter = [
-        'kernel: [{up}] audit: type=1400 audit({up}:{n}): apparmor="ALLOWED" operation="open" '
-        'profile="unconfined" name="/proc/{n}/stat" pid={n} comm="python3"',
-        "kernel: [{up}] IPv6: ADDRCONF(NETDEV_CHANGE): veth{n}: link becomes ready",
-        "systemd[1]: Started Session {n} of user slurm.",
-        "kernel: [{up}] nvidia-peermem: registering peer memory client for {n} pages",
-        "kernel: [{up}] mlx5_core 0000:1a:00.0: mlx5_fw_tracer: FW tracer event {n}",
-        "CRON[{n}]: (root) CMD (/usr/local/bin/node-health-check --quiet)",
-    ]
-    noise = [
-        "kernel: [{up}] EDAC MC0: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#1_DIMM#0",
-        "kernel: [{up}] pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0",
-        "kernel: [{up}] pcieport 0000:00:01.0: AER:   [ 0] RxErr                  (First)",
-    ]
-    lines = []
-    for i in range(per_second):
-        pool = noise if noisy and i == per_second // 2 else chatter
-        text = rng.choice(pool).format(up=f"{rng.uniform(1e5, 9e5):.6f}", n=rng.randint(1, 99999))
-        lines.append(TS + f" {host} {text}\n".encode())
-    return b"".join(lines)
-
-
-def app_template(host: str, per_second: int, rng: random.Random, noisy: bool) -> bytes:
-    lines = []
-    for i in range(per_second):
-        ms = 1000 * i // max(per_second, 1)
-        r = rng.random()
-        if r < 0.45:
-            gpu = rng.randint(0, 7)
-            ch = rng.randint(0, 31)
-            lines.append(
-                f"{host}:{4000 + gpu}:{4100 + gpu} [{gpu}] NCCL INFO Channel {ch:02d}/0 : "
-                f"{gpu}[{gpu}] -> {(gpu + 1) % 8}[{(gpu + 1) % 8}] via P2P/CUMEM/read\n".encode()
-            )
-        elif not (noisy and i == per_second - 1):
-            step = rng.randint(1, 10**6)
-            lines.append(
-                TS
-                + f",{ms:03d} INFO train.py:212 step={step} loss={rng.uniform(1, 3):.4f} "
-                f"lr=3.0e-04 tokens/s={rng.randint(90000, 120000)} grad_norm="
-                f"{rng.uniform(0.1, 2):.3f}\n".encode()
-            )
-        else:
-            lines.append(
-                TS
-                + f",{ms:03d} WARNING torch/utils/data.py:558 UserWarning: This DataLoader "
-                "will create 12 worker processes in total.\n".encode()
-            )
-    return b"".join(lines)
-
-
-def cause_kern(host: str, t: datetime) -> bytes:
-    ts = syslog_ts(t)
-    return (
-        ts
-        + f" {host} kernel: [612345.548779] NVRM: Xid (PCI:0000:91:00): 79, "
-        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n".encode()
-        + ts
-        + f" {host} kernel: [612345.548800] NVRM: GPU 0000:91:00.0: GPU has fallen "
-        "off the bus.\n".encode()
-    )
-
-
-def symptom_app(host: str, rank: int, t: datetime, bad: str) -> bytes:
-    ts = iso_ts(t)
-    watchdog = (
-        f"[rank{rank}]:[E{t:%m%d} {t:%H:%M:%S}.123456 4001 ProcessGroupNCCL.cpp:632] "
-        f"[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48213, "
-        "OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for "
-        "600021 milliseconds before timing out.\n"
-    )
-    child = (
-        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
-        "============================================================\n"
-        "train.py FAILED\n"
-        "------------------------------------------------------------\n"
-        "Failures:\n  <NO_OTHER_FAILURES>\n"
-        "------------------------------------------------------------\n"
-        "Root Cause (first observed failure):\n[0]:\n"
-        f"  time      : {t + timedelta(seconds=20):%Y-%m-%d_%H:%M:%S}\n"
-        f"  host      : {host}\n  rank      : {rank} (local_rank: 3)\n"
-        "  exitcode  : -6 (pid: 24321)\n  error_file: <N/A>\n"
-        "  traceback : Signal 6 (SIGABRT) received by PID 24321\n"
-        "============================================================\n"
-    )
-    out = ts + b",001 ERROR train.py:300 collective stalled\n" + watchdog.encode()
-    if host == bad:
-        warn = f"{host}:4003:4103 [3] NCCL WARN Cuda failure 'unspecified launch failure'\n"
-        out += warn.encode()
-    out += iso_ts(t + timedelta(seconds=20)) + b",500 ERROR torchrun agent: worker failed\n"
-    return out + child.encode()
-
-
-def write_file(path: Path, make, begin: datetime, seconds: int, fmt, tail: bytes, every: int):
-    """Rotate 7 clean per-second templates; every `every` seconds use a noisy one."""
-    clean = [make(False) for _ in range(7)]
-    noisy = make(True)
-    with open(path, "wb", buffering=1 << 20) as fh:
-        for s in range(seconds):
-            template = noisy if s % every == every - 1 else clean[s % 7]
-            fh.write(template.replace(TS, fmt(begin + timedelta(seconds=s))))
-        fh.write(tail)
+from generate_fleet import gen_fleet
+from genlib import (  # noqa: F401 - the shared pieces, also importable from here
+    FAIL_AFTER,
+    KERN_LEAD,
+    KERN_SHARE,
+    START,
+    TS,
+    _context,
+    _kern_file,
+    app_template,
+    cause_kern,
+    iso_ts,
+    kern_template,
+    nccl_init_lines,
+    symptom_app,
+    syslog_ts,
+    write_file,
+)
 
 
 def generate(out: Path, nodes: int, lines: int, bad_index: int = 17, seed: int = 7) -> Path:
@@ -205,81 +105,6 @@ def generate(out: Path, nodes: int, lines: int, bad_index: int = 17, seed: int =
 # --- profiles shaped like real logs at scale (issue 16) ----------------------------------------
 # Each writes a case with `context.json: expected` (the right answer) and returns its path.
 # `scale` multiplies the default size (1.0: what `make bench` runs); sizes stay configurable.
-
-
-def _context(
-    out: Path, job: str, names: list[str], end: datetime, expected: dict, start: datetime = START
-) -> None:
-    ctx = {
-        "job_id": job,
-        "scheduler": "slurm",
-        "cluster": "bench",
-        "state": "FAILED",
-        "exit_code": 1,
-        "start": start.isoformat().replace("+00:00", "Z"),
-        "end": end.isoformat().replace("+00:00", "Z"),
-        "nodes": names,
-        "gpu_model": "H100",
-        "expected": expected,
-    }
-    (out / "context.json").write_text(json.dumps(ctx, indent=2) + "\n")
-
-
-def _kern_file(
-    path: Path,
-    host: str,
-    seconds: int,
-    per_second: int,
-    tail: bytes,
-    rng: random.Random,
-    begin: datetime = START,
-) -> None:
-    write_file(
-        path,
-        lambda n: kern_template(host, per_second, rng, n),
-        begin,
-        seconds,
-        syslog_ts,
-        tail,
-        120,
-    )
-
-
-def nccl_init_lines(
-    host: str, node: int, nodes: int, comms: int, rng: random.Random, channels: int = 4
-) -> bytes:
-    """NCCL_DEBUG=INFO communicator init of one node's 8 ranks: `comm 0x... rank R nRanks N
-    ... - Init COMPLETE` per rank and communicator (TP of 8, DP of `nodes`, the world), with
-    `channels` `Channel` lines and `Connected all rings` chatter, untimed as NCCL writes them."""
-    out = []
-    world = nodes * 8
-    for c in range(comms):
-        kind = c % 3
-        nranks = (8, nodes, world)[kind]
-        comm_id = rng.getrandbits(64)
-        for lr in range(8):
-            rank = (lr, node, node * 8 + lr)[kind]
-            pfx = f"{host}:{4000 + lr}:{4100 + lr} [{lr}] NCCL INFO"
-            ptr = 0x5581C2A0000 + rng.getrandbits(24)
-            if c % 2:
-                out.append(
-                    f"{pfx} comm 0x{ptr:x} rank {rank} nRanks {nranks} nNodes "
-                    f"{max(1, nranks // 8)} localRanks 8 localRank {lr} MNNVL 0 - Init COMPLETE\n"
-                )
-            else:
-                out.append(
-                    f"{pfx} ncclCommInitRank comm 0x{ptr:x} rank {rank} nranks {nranks} "
-                    f"cudaDev {lr} nvmlDev {lr} busId {lr}b000 commId 0x{comm_id:016x}"
-                    " - Init COMPLETE\n"
-                )
-            for ch in range(channels):
-                out.append(
-                    f"{pfx} Channel {ch:02d}/0 : {lr}[{lr}] -> {(lr + 1) % 8}[{(lr + 1) % 8}]"
-                    " via P2P/CUMEM/read\n"
-                )
-            out.append(f"{pfx} Connected all rings\n")
-            out.append(f"{pfx} Connected all trees\n")
-    return "".join(out).encode()
 
 
 def gen_nccl_init(out: Path, scale: float = 1.0, seed: int = 11) -> Path:
@@ -484,136 +309,6 @@ def gen_long_lines(out: Path, scale: float = 1.0, seed: int = 15) -> Path:
 def gen_today(out: Path, scale: float = 1.0, seed: int = 7) -> Path:
     """The original profile: 64 nodes x 200,000 lines (1.4 GB at scale 1)."""
     return generate(out, 64, int(200_000 * scale), seed=seed)
-
-
-HOST = b"@HOST@"
-
-
-def fleet_app_template(per_second: int, rng: random.Random, noisy: bool) -> bytes:
-    """One second of a node's app.log (8 local ranks under torchrun) for any host: step lines
-    of every local rank, NCCL INFO chatter of lazily created communicators (NET/IB channels,
-    proxy threads), a warning in the noisy second. `@HOST@` and `@TS@` are filled in later."""
-    host = HOST.decode()
-    lines = []
-    for i in range(per_second):
-        ms = 1000 * i // max(per_second, 1)
-        lr = i % 8
-        r = rng.random()
-        if noisy and i == per_second - 1:
-            lines.append(
-                TS
-                + f",{ms:03d} WARNING [default{lr}] torch/distributed/c10d_logger.py:83 "
-                "ProcessGroupNCCL: no NCCL_ASYNC_ERROR_HANDLING set, using default\n".encode()
-            )
-        elif r < 0.22:
-            ch, peer = rng.randint(0, 31), rng.randint(0, 8191)
-            text = (
-                f"{host}:{4000 + lr}:{4200 + lr} [{lr}] NCCL INFO Channel {ch:02d}/1 : "
-                f"{peer}[{lr}] -> {(peer + 8) % 8192}[{lr}] [send] via NET/IB/{lr}/GDRDMA\n"
-            )
-            lines.append(text.encode())
-        elif r < 0.25:
-            lines.append(
-                f"{host}:{4000 + lr}:{4300 + lr} [{lr}] NCCL INFO [Proxy Service] Device {lr} "
-                f"CPU core {rng.randint(0, 111)}\n".encode()
-            )
-        elif r < 0.27:
-            lines.append(
-                TS
-                + f",{ms:03d} INFO [default{lr}] checkpoint.py:141 async save queued "
-                f"shard={rng.randint(0, 8191)} bytes={rng.randint(10**8, 10**9)}\n".encode()
-            )
-        else:
-            lines.append(
-                TS
-                + f",{ms:03d} INFO [default{lr}] train.py:212 step={rng.randint(1, 10**6)} "
-                f"loss={rng.uniform(1, 3):.4f} lr=3.0e-04 tokens/s={rng.randint(90000, 120000)} "
-                f"grad_norm={rng.uniform(0.1, 2):.3f} mfu={rng.uniform(0.35, 0.45):.3f}\n".encode()
-            )
-    return b"".join(lines)
-
-
-def _timeline(make, begin: datetime, seconds: int, fmt, every: int) -> bytes:
-    """`seconds` seconds of per-second templates (7 clean ones rotated, a noisy one every
-    `every`), stamps filled in: one host-neutral body, rendered once."""
-    clean = [make(False) for _ in range(7)]
-    noisy = make(True)
-    return b"".join(
-        (noisy if s % every == every - 1 else clean[s % 7]).replace(
-            TS, fmt(begin + timedelta(seconds=s))
-        )
-        for s in range(seconds)
-    )
-
-
-def gen_fleet(out: Path, scale: float = 1.0, seed: int = 17) -> Path:
-    """A 1,024-node job of about 10 GB (10 MB per node at scale 1; `scale` < 1 also shrinks
-    the node count, down to 8). Each node: app.log (its 8 ranks' NCCL_DEBUG=INFO init of 6
-    communicators, 48 `Init COMPLETE` lines; 40 minutes of step lines and NCCL INFO chatter at
-    24 lines a second; then, ten minutes after the hang, every rank's watchdog timeout,
-    teardown and ChildFailedError) and kern.log (syslog chatter at 8 lines a second, an hour).
-    The cause: node-0613's IB port goes down (mlx5 `Link down` in its kern.log, NCCL's
-    `NET/IB : mlx5_3:1 Got async event : port error` in its app.log) and the job hangs.
-
-    Fast: each file's body is rendered once per variant with `@HOST@` for the host name and
-    written per node with one `bytes.replace`; only the init and the ending are per node."""
-    rng = random.Random(seed)
-    nodes = max(8, round(1024 * scale)) if scale < 1 else 1024
-    per_node = scale * 1024 / nodes  # the total stays scale x 10 GB
-    names = [f"node-{i:04d}" for i in range(nodes)]
-    bad = names[min(613, nodes - 1)]
-    fail_at = START + FAIL_AFTER
-    hang = timedelta(seconds=600)
-    kern_pre = int((FAIL_AFTER + KERN_LEAD).total_seconds())
-    kern_post = int(hang.total_seconds()) + 60
-    app_secs = int(FAIL_AFTER.total_seconds())
-    kern_ps = max(1, round(8 * per_node))
-    app_ps = max(1, round(24 * per_node))
-    variants = []
-    for _ in range(4):
-        kmake = lambda n: kern_template(HOST.decode(), kern_ps, rng, n)  # noqa: E731
-        variants.append(
-            (
-                _timeline(kmake, START - KERN_LEAD, kern_pre, syslog_ts, 120),
-                _timeline(kmake, fail_at + timedelta(seconds=1), kern_post, syslog_ts, 120),
-                _timeline(
-                    lambda n: fleet_app_template(app_ps, rng, n), START, app_secs, iso_ts, 300
-                ),
-            )
-        )
-    link_down = b" @HOST@ kernel: [612345.548779] mlx5_core 0000:c1:00.0 ibp193s0f0: Link down\n"
-    for i, host in enumerate(names):
-        h = host.encode()
-        kern_a, kern_b, app_body = variants[i % 4]
-        d = out / "logs" / host
-        d.mkdir(parents=True, exist_ok=True)
-        with open(d / "kern.log", "wb") as fh:
-            fh.write(kern_a.replace(HOST, h))
-            if host == bad:
-                fh.write(syslog_ts(fail_at) + link_down.replace(HOST, h))
-            fh.write(kern_b.replace(HOST, h))
-        with open(d / "app.log", "wb") as fh:
-            fh.write(
-                iso_ts(START) + b",000 INFO [default0] train.py:80 initializing process groups\n"
-            )
-            fh.write(nccl_init_lines(host, i, nodes, 6, rng))
-            fh.write(app_body.replace(HOST, h))
-            if host == bad:
-                fh.write(
-                    f"{host}:4003:4190 [3] NCCL WARN NET/IB : mlx5_3:1 Got async event : "
-                    "port error\n".encode()
-                )
-            for lr in range(8):
-                t = fail_at + hang + timedelta(seconds=20 + lr)
-                fh.write(symptom_app(host, i * 8 + lr, t, ""))
-    _context(
-        out,
-        f"fleet-{nodes}",
-        names,
-        fail_at + hang + timedelta(seconds=120),
-        {"category": "network.fabric", "node": bad},
-    )
-    return out
 
 
 PROFILES = {
