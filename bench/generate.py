@@ -15,7 +15,6 @@ Speed: per-second templates are pre-built once and only the timestamp is substit
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
 from datetime import timedelta
@@ -86,19 +85,7 @@ def generate(out: Path, nodes: int, lines: int, bad_index: int = 17, seed: int =
             series = f'DCGM_FI_DEV_XID_ERRORS{{Hostname="{host}",gpu="{gpu}"}}'
             prom.append(f"{series} {value} {ms + 1000}")
     (out / "metrics" / "dcgm.prom").write_text("\n".join(prom) + "\n")
-    ctx = {
-        "job_id": f"bench-{nodes}x{lines}",
-        "scheduler": "slurm",
-        "cluster": "bench",
-        "state": "FAILED",
-        "exit_code": 1,
-        "start": START.isoformat().replace("+00:00", "Z"),
-        "end": end.isoformat().replace("+00:00", "Z"),
-        "nodes": names,
-        "gpu_model": "H100",
-        "expected": {"category": "gpu.lost", "node": bad},
-    }
-    (out / "context.json").write_text(json.dumps(ctx, indent=2) + "\n")
+    _context(out, f"bench-{nodes}x{lines}", names, end, {"category": "gpu.lost", "node": bad})
     return out
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from test_engine_peers import ob  # one observation factory for the engine tests (with stream)
 
 from attribution_dagster.core.context import ExecutionContext, JobState
 from attribution_dagster.core.observation import Observation
@@ -27,6 +28,19 @@ ENGINE = load_engine()
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
 
 
+def _xid79(node: str, minute: float, bus: str, **kw: Any) -> Observation:
+    """The root cause of the scale tests: a GPU fallen off the bus (XID 79) on `node`."""
+    return ob(
+        "xid",
+        node,
+        minute,
+        stream="kern.log",
+        code=79,
+        excerpt=f"NVRM: Xid (PCI:{bus}): 79, GPU has fallen off the bus.",
+        **kw,
+    )
+
+
 def _failed_job(nodes: list[str], minutes: int = 45) -> ExecutionContext:
     """A failed Slurm job on `nodes` that ran `minutes` from T0."""
     return ExecutionContext(
@@ -37,20 +51,6 @@ def _failed_job(nodes: list[str], minutes: int = 45) -> ExecutionContext:
         start=T0,
         end=T0 + timedelta(minutes=minutes),
         nodes=nodes,
-    )
-_n = iter(range(1, 10**7))
-
-
-def ob(kind: str, node: str, minute: float, stream: str = "app.log", **kw: Any) -> Observation:
-    return Observation(
-        kind=kind,
-        node=node,
-        time=T0 + timedelta(minutes=minute),
-        excerpt=kw.pop("excerpt", f"{kind} line"),
-        source="files",
-        locator=f"logs/{node}/{stream}:{next(_n)}",
-        parser="test",
-        **kw,
     )
 
 
@@ -162,17 +162,7 @@ def test_a_large_job_looks_its_node_list_up_a_bounded_number_of_times() -> None:
         ob("node_address", n, 0.2, attrs={"address": f"10.0.{i // 200}.{i % 200}"})
         for i, n in enumerate(nodes)
     ]
-    obs.append(
-        ob(
-            "xid",
-            "node-0017",
-            20,
-            stream="kern.log",
-            code=79,
-            gpu=3,
-            excerpt="NVRM: Xid (PCI:0000:91:00): 79, GPU has fallen off the bus.",
-        )
-    )
+    obs.append(_xid79("node-0017", 20, "0000:91:00", gpu=3))
     for i, n in enumerate(nodes):
         for lr in range(8):
             obs.append(
@@ -212,17 +202,7 @@ def test_a_chain_of_thousands_of_folded_links_builds_only_those_shown(
     monkeypatch.setattr(outcome, "ChainLink", counting)
     nodes = [f"node-{i:04d}" for i in range(300)]
     ctx = _failed_job(nodes)
-    obs = [
-        ob(
-            "xid",
-            "node-0117",
-            20,
-            stream="kern.log",
-            code=79,
-            gpu=3,
-            excerpt="NVRM: Xid (PCI:0000:91:00): 79, GPU has fallen off the bus.",
-        )
-    ]
+    obs = [_xid79("node-0117", 20, "0000:91:00", gpu=3)]
     for i, n in enumerate(nodes):
         for lr in range(4):
             obs.append(
@@ -368,17 +348,7 @@ def test_an_xid_45_on_every_gpu_reads_only_its_nodes_lines(monkeypatch: pytest.M
     monkeypatch.setattr(intake, "followed", spying)
     nodes = [f"node-{i:04d}" for i in range(100)]
     ctx = _failed_job(nodes)
-    obs = [
-        ob(
-            "xid",
-            "node-0005",
-            19.9,
-            stream="kern.log",
-            code=79,
-            pci="0000:00:00",
-            excerpt="NVRM: Xid (PCI:0000:00:00): 79, GPU has fallen off the bus.",
-        )
-    ]
+    obs = [_xid79("node-0005", 19.9, "0000:00:00", pci="0000:00:00")]
     for i, n in enumerate(nodes):
         for g in range(8):
             obs.append(
