@@ -15,24 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from attribution_dagster.core.formats.timestamps import earlier
 from attribution_dagster.core.observation import Observation
-
-
-def _ts(t: datetime | None) -> float:
-    if t is None:
-        return float("-inf")
-    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
-
-
-def _before(a: datetime, b: datetime) -> bool:
-    """a < b; aware times compare directly (the hot case), a naive one counts as UTC."""
-    try:
-        return a < b
-    except TypeError:  # naive vs aware
-        return _ts(a) < _ts(b)
 
 
 @dataclass(slots=True)
@@ -97,10 +84,10 @@ class Fact:
         mine_last_loc = self.locator_last if self.locator_last is not None else self.locator
         its_last = other.time_last if other.time_last is not None else other.time
         its_last_loc = other.locator_last if other.locator_last is not None else other.locator
-        if other.time is not None and (self.time is None or _before(other.time, self.time)):
+        if other.time is not None and (self.time is None or earlier(other.time, self.time)):
             self.time, self.time_latest = other.time, other.time_latest
             self.locator, self.excerpt = other.locator, other.excerpt
-        if its_last is not None and (mine_last is None or not _before(its_last, mine_last)):
+        if its_last is not None and (mine_last is None or not earlier(its_last, mine_last)):
             mine_last, mine_last_loc = its_last, its_last_loc
         elif its_last is None and mine_last is None:
             mine_last_loc = its_last_loc

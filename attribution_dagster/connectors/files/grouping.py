@@ -13,10 +13,11 @@ lines; a line the grouper leaves whole (None) is kept as it is.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 
 from attribution_dagster.core.evidence import LinePart
 from attribution_dagster.core.formats.scan import FileScan
+from attribution_dagster.core.formats.timestamps import earlier
 
 GROUP_MIN_LINES = 256
 """A file is grouped when it keeps more lines than this (NCCL_DEBUG=INFO init, a storm of
@@ -29,22 +30,14 @@ GROUP_KEEP = 1
 Row = list
 
 
-def _before(a: datetime, b: datetime) -> bool:
-    try:
-        return a < b
-    except TypeError:  # naive vs aware: a naive time is UTC
-        fix = [x if x.tzinfo else x.replace(tzinfo=timezone.utc) for x in (a, b)]
-        return fix[0] < fix[1]
-
-
 def _absorb(row: Row, line: int, t: datetime | None, text: str, count: int, last: tuple) -> None:
     """Fold one line (with its own folded repeats `count`, `last`) into `row`."""
     mine_last = (row[7], row[6], row[8]) if row[6] is not None else (row[1], row[0], row[3])
     its_last = last if last[1] is not None else (t, line, text)
-    if t is not None and (row[1] is None or _before(t, row[1])):
+    if t is not None and (row[1] is None or earlier(t, row[1])):
         row[0], row[1], row[3] = line, t, text
     mt, it = mine_last[0], its_last[0]
-    if (it is not None and (mt is None or not _before(it, mt))) or (it is None and mt is None):
+    if (it is not None and (mt is None or not earlier(it, mt))) or (it is None and mt is None):
         mine_last = its_last
     row[5] += count
     row[7], row[6], row[8] = mine_last

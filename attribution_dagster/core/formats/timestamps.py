@@ -89,6 +89,16 @@ TIMED_LINE_START = re.compile(b"\n" + _BODY)
 _HALF_YEAR = timedelta(days=183)
 
 
+def earlier(a: datetime, b: datetime) -> bool:
+    """a < b for times read from logs: aware ones compare directly (the hot case of folding
+    repeats), a naive one counts as UTC."""
+    try:
+        return a < b
+    except TypeError:  # naive vs aware
+        a, b = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (a, b))
+        return a < b
+
+
 def _offset(tz: bytes) -> tzinfo:
     if tz == b"Z":
         return timezone.utc
