@@ -11,6 +11,7 @@ followed; coverage names it (`logs/node-a/syslog: symlink to outside the case, n
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from attribution_dagster.core.evidence import (
     RawRecord,
     SourceCoverage,
 )
+from attribution_dagster.core.formats.newlines import FAST_COUNT_MIN_BYTES, numpy_module
 from attribution_dagster.core.formats.scan import DEFAULT_BLOCK, FileScan, FileScanner, ScanSpec
 from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
 from attribution_dagster.core.locators import FileLine
@@ -323,6 +325,9 @@ class Reader:
                 sizes.append(job.path.stat().st_size)
             except OSError:
                 sizes.append(0)
+        if sum(sizes) >= FAST_COUNT_MIN_BYTES and numpy_module() is not None:
+            # imported here, before the workers fork: each inherits it (newlines.py)
+            spec = dataclasses.replace(spec, fast_count=True)
         workers = min(self.workers, len(jobs))
         if workers > 1 and sum(sizes) >= self.parallel_min_bytes:
             try:

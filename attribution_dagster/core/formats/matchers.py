@@ -119,3 +119,18 @@ class NoMatcher:
         self, buf: bytearray, view: memoryview, limit: int, start: int = 0
     ) -> list[tuple[int, int]]:
         return []
+
+
+def cover(literals: Sequence[bytes]) -> list[bytes]:
+    """A few short substrings such that each literal holds one (greedy set cover): a window
+    holding none of them holds no literal, found with fewer C-level searches. Progress
+    literals share cores (`it/s]`, `it/s,`; `'loss': `, `loss=`, `train_loss`)."""
+    left, cores = set(literals), []
+    while left:
+        cands = {lit[i : i + n] for lit in left for n in range(4, 9) for i in range(len(lit) - 3)}
+        cands = {c for c in cands if len(c) >= 4}
+        cands |= {lit for lit in left if len(lit) < 4}
+        best = max(sorted(cands), key=lambda c: (sum(c in lit for lit in left), len(c)))
+        cores.append(best)
+        left = {lit for lit in left if best not in lit}
+    return cores

@@ -5,7 +5,8 @@ than grep, so the scanner never visits lines that do not matter. It reads big bl
 the last newline, finds anchor hits with one compiled multi-pattern matcher (hyperscan when
 importable, else one `re` alternation), and only touches the lines that hold a hit:
 
-- line numbers come from `bytes.count(b"\\n")` between consecutive hits (C speed);
+- line numbers come from counting newlines between consecutive hits (C speed; numpy for
+  long spans of a big scan: core/formats/newlines.py);
 - an untimed hit line inherits the time of the nearest earlier timed line of the same file,
   found by a backwards regex search over the bytes since the previous hit (each byte is
   searched at most about once); the last timed line of a block is carried into the next;
@@ -50,7 +51,9 @@ from attribution_dagster.core.formats.matchers import (
     Matcher,
     NoMatcher,
     RegexMatcher,
+    cover,
 )
+from attribution_dagster.core.formats.newlines import Counter, counter
 from attribution_dagster.core.formats.storms import UPTIME, Storm, fill_spans, storm_of
 from attribution_dagster.core.formats.timestamps import (
     JSON_TIME_SCAN,
@@ -98,6 +101,9 @@ class ScanSpec:
     # count a storm's later repeats per block with C-level regex passes (module doc); off:
     # every repeat goes through the per-line loop (same results, tests compare the two)
     storm_blocks: bool = True
+    # count newlines with numpy's SIMD compare for long spans (core/formats/newlines.py):
+    # the reader asks for it when a scan is big enough to win back numpy's import
+    fast_count: bool = False
 
 
 @dataclass
@@ -139,21 +145,6 @@ def build_matcher(literals: Sequence[bytes], use_hyperscan: bool = True) -> Matc
     return RegexMatcher(literals)
 
 
-def _cover(literals: Sequence[bytes]) -> list[bytes]:
-    """A few short substrings such that each literal holds one (greedy set cover): a window
-    holding none of them holds no literal, found with fewer C-level searches. Progress
-    literals share cores (`it/s]`, `it/s,`; `'loss': `, `loss=`, `train_loss`)."""
-    left, cores = set(literals), []
-    while left:
-        cands = {lit[i : i + n] for lit in left for n in range(4, 9) for i in range(len(lit) - 3)}
-        cands = {c for c in cands if len(c) >= 4}
-        cands |= {lit for lit in left if len(lit) < 4}
-        best = max(sorted(cands), key=lambda c: (sum(c in lit for lit in left), len(c)))
-        cores.append(best)
-        left = {lit for lit in left if best not in lit}
-    return cores
-
-
 class FileScanner:
     """Scans files for one ScanSpec; one instance per process (holds the compiled matcher)."""
 
@@ -167,10 +158,11 @@ class FileScanner:
         pairs = zip(spec.literals, spec.context_after, strict=True)
         self._ctx = [(lit.encode(), n) for lit, n in pairs if n > 0]
         self._last_lits = [lit.encode() for lit in spec.last_literals if lit]
-        self._last_cores = _cover(self._last_lits)
+        self._last_cores = cover(self._last_lits)
         self._progress_here = bool(self._last_lits)
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
+        self._nl: Counter = lambda lo, hi: 0  # newlines of the buffer (set with the buffer)
         self._found_at = -1  # line start of the timed line _last_time found last
         self._block_lines = -1  # newlines of the current block, once _hide_storms counted them
 
@@ -215,6 +207,7 @@ class FileScanner:
         cap = max(size, self.spec.max_line_bytes + 1)
         if self._buffer is None or len(self._buffer) != size + cap:
             self._buffer = bytearray(size + cap)
+            self._nl = counter(self._buffer, self.spec.fast_count)
         buf = self._buffer
         view = memoryview(buf)
         state = _State()
@@ -255,7 +248,7 @@ class FileScanner:
         # Long on purpose: the scanner's per-line hot loop; a call per line costs more than the
         # line, so the loop is one frame
         spec = self.spec
-        count = buf.count
+        count = self._nl  # newlines in buf[lo:hi]
         if st.pending:
             self._feed_pending(buf, 0, limit, st, res)
         if st.open:
@@ -281,7 +274,7 @@ class FileScanner:
         for s, e in hits:
             if hid is not None and hid.find(b"\x00", s, e) >= 0:
                 continue  # a storm line counted by _hide_storms (an anchor in its stamp)
-            cnt += count(b"\n", cnt_pos, s)
+            cnt += count(cnt_pos, s)
             cnt_pos = s
             lineno = st.lines + cnt + 1
             m = LINE_TIME.match(buf, s, e)
@@ -361,13 +354,11 @@ class FileScanner:
         if found is not None and self._found_at > tail_pos:
             tail_pos, tail_t = self._found_at, found
         st.carry = found if found is not None else last_t
-        st.lines += (
-            self._block_lines if self._block_lines >= 0 else cnt + count(b"\n", cnt_pos, limit)
-        )
+        st.lines += self._block_lines if self._block_lines >= 0 else cnt + count(cnt_pos, limit)
         if tail_t is not None:  # number it back from the block end (it is near the end)
             end = buf.find(b"\n", tail_pos, limit)
             end = limit if end < 0 else end
-            lineno = st.lines - count(b"\n", tail_pos, limit) + 1
+            lineno = st.lines - count(tail_pos, limit) + 1
             text = self._clean(buf[tail_pos:end], res)
             if text is not None:
                 st.tail = (lineno, tail_t, text)
@@ -426,8 +417,8 @@ class FileScanner:
                 spans += [(a, a + r * storm.width, storm.line_fill) for a, r in runs]
             end = start + storm.width - 1
             if self._block_lines < 0:  # once a block; the storm's last line is counted back
-                self._block_lines = buf.count(b"\n", 0, limit)
-            lineno = st.lines + self._block_lines - buf.count(b"\n", start, limit) + 1
+                self._block_lines = self._nl(0, limit)
+            lineno = st.lines + self._block_lines - self._nl(start, limit) + 1
             text = buf[start:end].decode("utf-8", "replace")
             kept = self._folds[key][0]
             rep = res.repeats.get(kept)
@@ -479,7 +470,7 @@ class FileScanner:
             quality = "inherited" if t is not None else "unknown"
         text = self._clean(buf[start:end], res)
         if text is not None:
-            lineno = st.lines - buf.count(b"\n", start, limit) + 1
+            lineno = st.lines - self._nl(start, limit) + 1
             st.progress = (lineno, t, quality, text)
 
     def _feed_pending(

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta, timezone
 
-from attribution_dagster.core.formats.scan import FileScanner, ScanSpec, _cover
+from attribution_dagster.core.formats.matchers import cover
+from attribution_dagster.core.formats.scan import FileScanner, ScanSpec
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)
 
@@ -86,7 +87,7 @@ def test_small_file_utf8_check_after_a_big_one_in_the_reused_buffer() -> None:
 def test_progress_cores_cover_every_literal() -> None:
     lits = [b"elapsed time per iteration", b"'loss': ", b"it/s]", b"s/it]", b"it/s,", b"s/it,"]
     lits += [b"loss=", b"loss: ", b"train_loss", b"| loss ", b"ab"]
-    cores = _cover(lits)
+    cores = cover(lits)
     assert all(any(c in lit for c in cores) for lit in lits)
     assert len(cores) < len(lits) - 4 and b"ab" in cores
 
