@@ -30,7 +30,7 @@ from attribution_dagster.core.evidence import (
     RawRecord,
     SourceCoverage,
 )
-from attribution_dagster.core.formats.newlines import FAST_COUNT_MIN_BYTES, numpy_module
+from attribution_dagster.core.formats.newlines import FAST_COUNT_MIN_BYTES, numpy_importable
 from attribution_dagster.core.formats.scan import DEFAULT_BLOCK, FileScan, FileScanner, ScanSpec
 from attribution_dagster.core.hosts import CLUSTER_NODE, NodeIndex
 from attribution_dagster.core.locators import FileLine
@@ -325,8 +325,8 @@ class Reader:
                 sizes.append(job.path.stat().st_size)
             except OSError:
                 sizes.append(0)
-        if sum(sizes) >= FAST_COUNT_MIN_BYTES and numpy_module() is not None:
-            # imported here, before the workers fork: each inherits it (newlines.py)
+        if sum(sizes) >= FAST_COUNT_MIN_BYTES and numpy_importable():
+            # imported by each scanner (the workers), not here: the parent stays smaller
             spec = dataclasses.replace(spec, fast_count=True)
         workers = min(self.workers, len(jobs))
         if workers > 1 and sum(sizes) >= self.parallel_min_bytes:

@@ -3,14 +3,16 @@
 Why: after the hit finder, `bytes.count(b"\\n")` is the scanner's costliest pass over the
 bytes. CPython's one-byte count is a plain loop (~2.5 GB/s here: it may stop early, so it
 is not vectorised); numpy's compare-and-count is SIMD (~8.7 GB/s). numpy costs ~50 ms to
-import, so a scan asks for it only when its files are big enough to win that back
-(`FAST_COUNT_MIN_BYTES`, decided by the reader), and only spans of at least
-`NUMPY_MIN_SPAN` bytes go through it: the short gaps between hit lines stay with
-`bytes.count`, whose call costs less than numpy's. Both give the same counts.
+import (and ~10 MB), so a scan asks for it only when its files are big enough to win that
+back (`FAST_COUNT_MIN_BYTES`, decided by the reader; imported by the scanner workers, not
+the parent), and only spans of at least `NUMPY_MIN_SPAN` bytes go through it: the short
+gaps between hit lines stay with `bytes.count`, whose call costs less than numpy's. Both
+give the same counts.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,12 @@ FAST_COUNT_MIN_BYTES = 512 * 1024 * 1024  # a scan this big asks for numpy (impo
 
 Counter = Callable[[int, int], int]
 """count(lo, hi): newlines in buf[lo:hi]."""
+
+
+def numpy_importable() -> bool:
+    """Whether numpy can be imported, without importing it (the reader's parent process
+    does not need it: its scanner workers do)."""
+    return importlib.util.find_spec("numpy") is not None
 
 
 def numpy_module() -> Any | None:
