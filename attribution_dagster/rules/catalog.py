@@ -18,7 +18,7 @@ from attribution_dagster.rules.parsers import CATALOG_PATH, ParserCatalog, load_
 
 @functools.lru_cache(maxsize=4)
 def _parsers(path: Path) -> ParserCatalog:
-    return load_catalog(path)
+    return load_catalog(path, cached=True)
 
 
 @functools.lru_cache(maxsize=4)

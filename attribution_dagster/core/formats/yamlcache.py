@@ -1,0 +1,178 @@
+"""The parsed catalogs (parsers, rules, kinds, categories, XIDs), cached between processes.
+
+Parsing the catalog YAML is a good part of a small `attribution analyze` (libyaml scans fast,
+but PyYAML builds every node in Python); `marshal` reads the same data back in a millisecond.
+An entry is keyed by a digest of the YAML's bytes, the package and Python versions: an
+operator's edit is seen at once (the digest changes and the file is parsed afresh). An entry
+is written only after its caller validated the data (`store`), so a cached catalog is one
+that loaded without error before; it may carry what the caller derived from it (the parser
+catalog keeps its regexes' group names, to compile each regex only when first used).
+
+Where: `$ATTRIBUTION_CACHE_DIR`, else `$XDG_CACHE_HOME/attribution-dagster`, else
+`~/.cache/attribution-dagster`; `ATTRIBUTION_CACHE_DIR=off` turns it off. One file per
+catalog path, replaced atomically (temp file + `os.replace`). Any error reading or writing it
+(missing, stale, corrupt, unwritable) falls back to parsing the YAML, silently: the cache only
+ever saves time. Data marshal cannot hold exactly (anything but plain YAML scalars,
+dates and timestamps) is not cached; what is written is read back and compared first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from attribution_dagster import __version__
+from attribution_dagster.core.formats import yamltext
+
+ENV = "ATTRIBUTION_CACHE_DIR"
+_OFF = ("off", "0", "none", "false", "no")
+_MAGIC = b"ADYC1\n"  # the file format; a new layout gets a new magic
+_DATE, _DATETIME = "\x00yaml-date", "\x00yaml-datetime"
+
+
+def cache_dir(environ: dict[str, str] | None = None) -> Path | None:
+    """Where entries live, or None when caching is off."""
+    env = os.environ if environ is None else environ
+    chosen = env.get(ENV, "").strip()
+    if chosen.lower() in _OFF:
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    xdg = env.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "attribution-dagster"
+
+
+@dataclass
+class Loaded:
+    """A catalog file's data; `derived` is what the caller stored with it (None when parsed
+    afresh: the caller validates and then calls `store`)."""
+
+    data: Any
+    derived: Any
+    cached: bool
+    path: Path
+    key: bytes
+
+
+def _key(blob: bytes) -> bytes:
+    h = hashlib.sha256(_MAGIC)
+    h.update(f"{__version__}\n{sys.version}\n{marshal.version}\n".encode())
+    h.update(blob)
+    return h.digest()
+
+
+def _entry(path: Path) -> Path | None:
+    where = cache_dir()
+    if where is None:
+        return None
+    try:
+        name = str(path.resolve())
+    except (OSError, RuntimeError):
+        return None
+    return where / f"{path.stem}-{hashlib.sha256(name.encode()).hexdigest()[:16]}.bin"
+
+
+def load(path: Path, text: bool = True) -> Loaded:
+    """The file's data, from the cache when an entry of these very bytes exists. Raises what
+    reading (OSError), decoding (`text`: UTF-8, UnicodeDecodeError) and parsing
+    (yamltext.YAMLError) raise."""
+    blob = path.read_bytes()
+    key = _key(blob)
+    hit = _read(_entry(path), key)
+    if hit is not None:
+        return Loaded(hit[0], hit[1], True, path, key)
+    return Loaded(
+        yamltext.safe_load(blob.decode("utf-8") if text else blob), None, False, path, key
+    )
+
+
+def _read(entry: Path | None, key: bytes) -> tuple[Any, Any] | None:
+    if entry is None:
+        return None
+    try:
+        raw = entry.read_bytes()
+        head = len(_MAGIC)
+        if raw[:head] != _MAGIC or raw[head : head + 32] != key:
+            return None  # another format, or other bytes (the YAML was edited)
+        body = raw[head + 64 :]
+        if hashlib.sha256(body).digest() != raw[head + 32 : head + 64]:
+            return None  # torn or corrupt
+        tagged, data, derived = marshal.loads(body)
+        return (_untag(data) if tagged else data), derived
+    except Exception:  # noqa: BLE001 - any unreadable entry means: parse the YAML
+        return None
+
+
+def store(loaded: Loaded, derived: Any = None) -> None:
+    """Cache a validated file's data (and what was derived from it). Never raises."""
+    if loaded.cached and loaded.derived == derived:
+        return
+    entry = _entry(loaded.path)
+    if entry is None:
+        return
+    try:
+        tagged = _has_dates(loaded.data)
+        data = _tag(loaded.data) if tagged else loaded.data
+        body = marshal.dumps((tagged, data, derived))
+        back = marshal.loads(body)
+        if (_untag(back[1]) if tagged else back[1]) != loaded.data or back[2] != derived:
+            return  # not held exactly: parse the YAML every time instead
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".bin")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC + loaded.key + hashlib.sha256(body).digest() + body)
+            os.replace(tmp, entry)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception:  # noqa: BLE001 - unwritable, full, unmarshallable: no cache, no error
+        return
+
+
+def _has_dates(v: Any) -> bool:
+    if isinstance(v, date):
+        return True
+    if isinstance(v, dict):
+        return any(_has_dates(k) or _has_dates(x) for k, x in v.items())
+    if isinstance(v, (list, tuple, set)):
+        return any(_has_dates(x) for x in v)
+    return False
+
+
+def _tag(v: Any) -> Any:
+    """Dates and timestamps as tagged tuples (YAML's safe loader makes no tuple of a str
+    starting with NUL, and `store` compares the round trip)."""
+    if isinstance(v, datetime):
+        return (_DATETIME, v.isoformat())
+    if isinstance(v, date):
+        return (_DATE, v.isoformat())
+    if isinstance(v, dict):
+        return {_tag(k): _tag(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_tag(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_tag(x) for x in v)
+    return v
+
+
+def _untag(v: Any) -> Any:
+    if isinstance(v, tuple):
+        if len(v) == 2 and v[0] == _DATETIME:
+            return datetime.fromisoformat(v[1])
+        if len(v) == 2 and v[0] == _DATE:
+            return date.fromisoformat(v[1])
+        return tuple(_untag(x) for x in v)
+    if isinstance(v, dict):
+        return {_untag(k): _untag(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_untag(x) for x in v]
+    return v
