@@ -84,14 +84,17 @@ def load(path: Path, text: bool = True) -> Loaded:
     """The file's data, from the cache when an entry of these very bytes exists. Raises what
     reading (OSError), decoding (`text`: UTF-8, UnicodeDecodeError) and parsing
     (yamltext.YAMLError) raise."""
-    blob = path.read_bytes()
+    return loaded_from(path, path.read_bytes(), text)
+
+
+def loaded_from(path: Path, blob: bytes, text: bool = True) -> Loaded:
+    """`load`, for a caller that read the bytes itself."""
     key = _key(blob)
     hit = _read(_entry(path), key)
     if hit is not None:
         return Loaded(hit[0], hit[1], True, path, key)
-    return Loaded(
-        yamltext.safe_load(blob.decode("utf-8") if text else blob), None, False, path, key
-    )
+    data = yamltext.safe_load(blob.decode("utf-8") if text else blob)
+    return Loaded(data, None, False, path, key)
 
 
 def _read(entry: Path | None, key: bytes) -> tuple[Any, Any] | None:
