@@ -69,7 +69,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -392,6 +391,8 @@ def load_config(
     if path is not None:
         p = Path(path)
         source = str(p)
+        import yaml  # here: a run without a configuration file needs no YAML parser
+
         try:
             loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
         except OSError as e:
