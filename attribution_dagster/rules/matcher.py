@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.formats.matchers import hyperscan_database
 from attribution_dagster.core.formats.timestamps import load_zone
 from attribution_dagster.rules.catalog_specs import _FIELD_TYPES, CatalogError, ParserSpec  # noqa: E402
 from attribution_dagster.rules.decoders import DECODERS, strip_prefix
@@ -187,11 +188,10 @@ class _HyperscanDispatch:
         except ImportError:
             return None
         try:
-            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            db.compile(
-                expressions=[re.escape(lit).encode() for lit in literals],
-                ids=list(range(len(literals))),
-                flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(literals),
+            db = hyperscan_database(
+                "dispatch",
+                [re.escape(lit).encode() for lit in literals],
+                [hyperscan.HS_FLAG_SINGLEMATCH] * len(literals),
             )
         except Exception:
             return None

@@ -104,7 +104,8 @@ from attribution_dagster.core.evidence import (
     RawEvidence,
     RawRecord,
 )
-from attribution_dagster.core.formats import yamlcache, yamltext
+from attribution_dagster.core import startcache
+from attribution_dagster.core.formats import yamltext
 from attribution_dagster.core.hosts import CLUSTER_NODE
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import Observation
@@ -625,8 +626,8 @@ def _example_ctx(nodes: list[str]) -> ExecutionContext:
 def _read(path: Path, cached: bool) -> ParserCatalog:
     try:
         # libyaml's loader when built in (the catalog is read at every process start); with
-        # `cached`, the data parsed and validated by an earlier process (core/formats/yamlcache)
-        loaded = yamlcache.load(path) if cached else None
+        # `cached`, the data parsed and validated by an earlier process (core/startcache.py)
+        loaded = startcache.load(path) if cached else None
         data = loaded.data if loaded else yamltext.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yamltext.YAMLError) as e:
         raise CatalogError(f"{path}: {e}") from e
@@ -646,7 +647,7 @@ def _read(path: Path, cached: bool) -> ParserCatalog:
     groups = loaded.derived if loaded is not None and loaded.cached else None
     catalog = ParserCatalog(parsers, metrics, list(data.get("noise") or []), origins, groups)
     if loaded is not None:
-        yamlcache.store(loaded, {p.spec.regex: sorted(p.group_names) for p in catalog.parsers})
+        startcache.store(loaded, {p.spec.regex: sorted(p.group_names) for p in catalog.parsers})
     return catalog
 
 

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from attribution_dagster.core.formats import yamlcache, yamltext
+from attribution_dagster.core import startcache
+from attribution_dagster.core.formats import yamltext
 
 RULES_DIR = Path(__file__).parent
 
@@ -96,14 +97,14 @@ class Vocabulary(BaseModel):
         return self
 
 
-def _read(path: Path, loads: list[yamlcache.Loaded] | None = None) -> dict[str, Any]:
+def _read(path: Path, loads: list[startcache.Loaded] | None = None) -> dict[str, Any]:
     """A file's mapping; with `loads`, through the start-up cache (each load is appended, to
     be stored once the whole vocabulary validated)."""
     try:
         if loads is None:
             data = yamltext.safe_load(path.read_text(encoding="utf-8"))
         else:
-            loads.append(yamlcache.load(path))
+            loads.append(startcache.load(path))
             data = loads[-1].data
     except (OSError, UnicodeDecodeError, yamltext.YAMLError) as exc:
         raise VocabularyError(f"{path}: {exc}") from exc
@@ -136,7 +137,7 @@ def load_vocabulary(root: Path = RULES_DIR, cached: bool = False) -> Vocabulary:
     """Read and validate the three files under `root` (every call reads them afresh; `cached`:
     through the start-up cache, docs/performance.md)."""
     kinds, cats, xids = (root / "kinds.yaml", root / "categories.yaml", root / "xids.yaml")
-    loads: list[yamlcache.Loaded] | None = [] if cached else None
+    loads: list[startcache.Loaded] | None = [] if cached else None
     xid_data = _read(xids, loads)
     parts = [
         (kinds, {"kinds": _read(kinds, loads).get("kinds")}),
@@ -163,7 +164,7 @@ def load_vocabulary(root: Path = RULES_DIR, cached: bool = False) -> Vocabulary:
         path = {"kinds": kinds, "categories": cats}.get(str(loc[0]), xids)
         raise VocabularyError(f"{path}: {_where(exc)}") from exc
     for loaded in loads or []:
-        yamlcache.store(loaded)
+        startcache.store(loaded)
     return vocab
 
 

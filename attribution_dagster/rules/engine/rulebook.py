@@ -14,7 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from attribution_dagster.core.context import JobState
-from attribution_dagster.core.formats import yamlcache, yamltext
+from attribution_dagster.core import startcache
+from attribution_dagster.core.formats import yamltext
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.vocabulary import vocabulary
 
@@ -527,7 +528,7 @@ def load_rulebook(path: Path, cached: bool = False) -> tuple[Rulebook, bytes]:
     loaded = None
     try:
         if cached:
-            loaded = yamlcache.loaded_from(path, blob, text=False)
+            loaded = startcache.loaded_from(path, blob, text=False)
             data = loaded.data
         else:
             data = yamltext.safe_load(blob)
@@ -563,5 +564,5 @@ def load_rulebook(path: Path, cached: bool = False) -> tuple[Rulebook, bytes]:
         rules.append(rule)
     book = Rulebook(version=data["version"], engine=tuning, fault_domains=domains, rules=rules)
     if loaded is not None:
-        yamlcache.store(loaded)
+        startcache.store(loaded)
     return book, blob

@@ -1,19 +1,22 @@
-"""The parsed catalogs (parsers, rules, kinds, categories, XIDs), cached between processes.
+"""What every process start would rebuild, cached between processes: the parsed catalogs
+(parsers, rules, kinds, categories, XIDs) and the compiled hyperscan databases.
 
 Parsing the catalog YAML is a good part of a small `attribution analyze` (libyaml scans fast,
 but PyYAML builds every node in Python); `marshal` reads the same data back in a millisecond.
-An entry is keyed by a digest of the YAML's bytes, the package and Python versions: an
-operator's edit is seen at once (the digest changes and the file is parsed afresh). An entry
-is written only after its caller validated the data (`store`), so a cached catalog is one
-that loaded without error before; it may carry what the caller derived from it (the parser
+An entry is keyed by a digest of what it was built from (the YAML's bytes; the literals and
+flags of a hyperscan database) and of the package and Python versions: an operator's edit
+is seen at once (the digest changes and the file is parsed afresh). A catalog entry is
+written only after its caller validated the data (`store`), so a cached catalog is one that
+loaded without error before; it may carry what the caller derived from it (the parser
 catalog keeps its regexes' group names, to compile each regex only when first used).
 
 Where: `$ATTRIBUTION_CACHE_DIR`, else `$XDG_CACHE_HOME/attribution-dagster`, else
 `~/.cache/attribution-dagster`; `ATTRIBUTION_CACHE_DIR=off` turns it off. One file per
-catalog path, replaced atomically (temp file + `os.replace`). Any error reading or writing it
-(missing, stale, corrupt, unwritable) falls back to parsing the YAML, silently: the cache only
-ever saves time. Data marshal cannot hold exactly (anything but plain YAML scalars,
-dates and timestamps) is not cached; what is written is read back and compared first.
+catalog path (per database), replaced atomically (temp file + `os.replace`). Any error
+reading or writing it (missing, stale, corrupt, unwritable) falls back to building afresh,
+silently: the cache only ever saves time. Data marshal cannot hold exactly (anything but
+plain YAML scalars, dates and timestamps) is not cached; what is written is read back and
+compared first.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from attribution_dagster.core.formats import yamltext
 
 ENV = "ATTRIBUTION_CACHE_DIR"
 _OFF = ("off", "0", "none", "false", "no")
-_MAGIC = b"ADYC1\n"  # the file format; a new layout gets a new magic
+_MAGIC = b"ADSC1\n"  # the file format; a new layout gets a new magic
 _DATE, _DATETIME = "\x00yaml-date", "\x00yaml-datetime"
 
 
@@ -50,6 +53,58 @@ def cache_dir(environ: dict[str, str] | None = None) -> Path | None:
     return base / "attribution-dagster"
 
 
+def digest(*parts: bytes | str) -> bytes:
+    """An entry's key: what it was built from, with the package and Python versions."""
+    h = hashlib.sha256(_MAGIC)
+    h.update(f"{__version__}\n{sys.version}\n{marshal.version}\n".encode())
+    for part in parts:
+        b = part.encode() if isinstance(part, str) else part
+        h.update(len(b).to_bytes(8, "little") + b)
+    return h.digest()
+
+
+def read_entry(name: str, key: bytes) -> bytes | None:
+    """The body stored under `name` if it was built from `key`; else (missing, stale,
+    corrupt, caching off) None."""
+    where = cache_dir()
+    if where is None:
+        return None
+    try:
+        raw = (where / name).read_bytes()
+        head = len(_MAGIC)
+        if raw[:head] != _MAGIC or raw[head : head + 32] != key:
+            return None  # another format, or built from something else (the YAML was edited)
+        body = raw[head + 64 :]
+        if hashlib.sha256(body).digest() != raw[head + 32 : head + 64]:
+            return None  # torn or corrupt
+        return body
+    except Exception:  # noqa: BLE001 - any unreadable entry means: build afresh
+        return None
+
+
+def write_entry(name: str, key: bytes, body: bytes) -> None:
+    """Store `body` under `name` (temp file + rename: a reader sees the old or the new one).
+    Never raises."""
+    where = cache_dir()
+    if where is None:
+        return
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-", suffix=".bin")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC + key + hashlib.sha256(body).digest() + body)
+            os.replace(tmp, where / name)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception:  # noqa: BLE001 - unwritable, full: no cache, no error
+        return
+
+
+# --- catalog YAML ---------------------------------------------------------------------
+
+
 @dataclass
 class Loaded:
     """A catalog file's data; `derived` is what the caller stored with it (None when parsed
@@ -58,26 +113,14 @@ class Loaded:
     data: Any
     derived: Any
     cached: bool
-    path: Path
+    name: str
     key: bytes
 
 
-def _key(blob: bytes) -> bytes:
-    h = hashlib.sha256(_MAGIC)
-    h.update(f"{__version__}\n{sys.version}\n{marshal.version}\n".encode())
-    h.update(blob)
-    return h.digest()
-
-
-def _entry(path: Path) -> Path | None:
-    where = cache_dir()
-    if where is None:
-        return None
-    try:
-        name = str(path.resolve())
-    except (OSError, RuntimeError):
-        return None
-    return where / f"{path.stem}-{hashlib.sha256(name.encode()).hexdigest()[:16]}.bin"
+def _name(path: Path) -> str:
+    """One entry per catalog file: its stem and a digest of its absolute path."""
+    where = str(path.absolute())
+    return f"{path.stem}-{hashlib.sha256(where.encode()).hexdigest()[:16]}.bin"
 
 
 def load(path: Path, text: bool = True) -> Loaded:
@@ -89,37 +132,21 @@ def load(path: Path, text: bool = True) -> Loaded:
 
 def loaded_from(path: Path, blob: bytes, text: bool = True) -> Loaded:
     """`load`, for a caller that read the bytes itself."""
-    key = _key(blob)
-    hit = _read(_entry(path), key)
-    if hit is not None:
-        return Loaded(hit[0], hit[1], True, path, key)
+    key, name = digest(b"yaml", blob), _name(path)
+    body = read_entry(name, key)
+    if body is not None:
+        try:
+            tagged, data, derived = marshal.loads(body)
+            return Loaded(_untag(data) if tagged else data, derived, True, name, key)
+        except Exception:  # noqa: BLE001 - an entry of another shape: parse the YAML
+            pass
     data = yamltext.safe_load(blob.decode("utf-8") if text else blob)
-    return Loaded(data, None, False, path, key)
-
-
-def _read(entry: Path | None, key: bytes) -> tuple[Any, Any] | None:
-    if entry is None:
-        return None
-    try:
-        raw = entry.read_bytes()
-        head = len(_MAGIC)
-        if raw[:head] != _MAGIC or raw[head : head + 32] != key:
-            return None  # another format, or other bytes (the YAML was edited)
-        body = raw[head + 64 :]
-        if hashlib.sha256(body).digest() != raw[head + 32 : head + 64]:
-            return None  # torn or corrupt
-        tagged, data, derived = marshal.loads(body)
-        return (_untag(data) if tagged else data), derived
-    except Exception:  # noqa: BLE001 - any unreadable entry means: parse the YAML
-        return None
+    return Loaded(data, None, False, name, key)
 
 
 def store(loaded: Loaded, derived: Any = None) -> None:
     """Cache a validated file's data (and what was derived from it). Never raises."""
     if loaded.cached and loaded.derived == derived:
-        return
-    entry = _entry(loaded.path)
-    if entry is None:
         return
     try:
         tagged = _has_dates(loaded.data)
@@ -128,17 +155,9 @@ def store(loaded: Loaded, derived: Any = None) -> None:
         back = marshal.loads(body)
         if (_untag(back[1]) if tagged else back[1]) != loaded.data or back[2] != derived:
             return  # not held exactly: parse the YAML every time instead
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".bin")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + loaded.key + hashlib.sha256(body).digest() + body)
-            os.replace(tmp, entry)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except Exception:  # noqa: BLE001 - unwritable, full, unmarshallable: no cache, no error
+    except Exception:  # noqa: BLE001 - unmarshallable (a YAML type marshal lacks): no cache
         return
+    write_entry(loaded.name, loaded.key, body)
 
 
 def _has_dates(v: Any) -> bool:
