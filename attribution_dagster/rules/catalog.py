@@ -4,7 +4,7 @@ Compiling the parser catalog (hundreds of regexes) and validating the rule catal
 enough to do once per process, and forked workers inherit what the parent loaded.
 `load_catalog()` / `load_engine()` always read afresh (tests and `--rules FILE` use them);
 everything that analyses jobs goes through these two, keyed by the file they were read from,
-and they read the YAML's data through the start-up cache (core/startcache.py).
+and they read the YAML's data through the start-up cache (core/formats/startcache.py).
 """
 
 from __future__ import annotations

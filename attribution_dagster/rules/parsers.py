@@ -104,8 +104,7 @@ from attribution_dagster.core.evidence import (
     RawEvidence,
     RawRecord,
 )
-from attribution_dagster.core import startcache
-from attribution_dagster.core.formats import yamltext
+from attribution_dagster.core.formats import startcache, yamltext
 from attribution_dagster.core.hosts import CLUSTER_NODE
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import Observation
@@ -626,7 +625,7 @@ def _example_ctx(nodes: list[str]) -> ExecutionContext:
 def _read(path: Path, cached: bool) -> ParserCatalog:
     try:
         # libyaml's loader when built in (the catalog is read at every process start); with
-        # `cached`, the data parsed and validated by an earlier process (core/startcache.py)
+        # `cached`, the data parsed and validated by an earlier process (core/formats/startcache.py)
         loaded = startcache.load(path) if cached else None
         data = loaded.data if loaded else yamltext.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yamltext.YAMLError) as e:

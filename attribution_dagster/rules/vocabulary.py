@@ -16,8 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from attribution_dagster.core import startcache
-from attribution_dagster.core.formats import yamltext
+from attribution_dagster.core.formats import startcache, yamltext
 
 RULES_DIR = Path(__file__).parent
 

@@ -1,4 +1,4 @@
-"""core/startcache.py: entries keyed by what they were built from, written atomically, and
+"""core/formats/startcache.py: entries keyed by what they were built from, written atomically, and
 never an error; YAML data round-trips exactly (dates included) or is not cached; a cached
 hyperscan database finds what a freshly compiled one finds."""
 
@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attribution_dagster.core import startcache
-from attribution_dagster.core.formats import matchers
+from attribution_dagster.core.formats import matchers, startcache
 
 
 @pytest.fixture
@@ -22,10 +21,11 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_where_the_cache_lives(tmp_path: Path) -> None:
-    home = Path.home()
-    assert startcache.cache_dir({}) == home / ".cache" / "attribution-dagster"
-    assert startcache.cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "attribution-dagster"
-    assert startcache.cache_dir({"XDG_CACHE_HOME": "relative"}) == home / ".cache" / "attribution-dagster"
+    default = Path.home() / ".cache" / "attribution-dagster"
+    assert startcache.cache_dir({}) == default
+    xdg = {"XDG_CACHE_HOME": str(tmp_path)}
+    assert startcache.cache_dir(xdg) == tmp_path / "attribution-dagster"
+    assert startcache.cache_dir({"XDG_CACHE_HOME": "relative"}) == default  # XDG: ignored
     env = {startcache.ENV: str(tmp_path / "c"), "XDG_CACHE_HOME": "/x"}
     assert startcache.cache_dir(env) == tmp_path / "c"
     for off in ("off", "OFF", "0", "none", "false", "no"):

@@ -1,4 +1,4 @@
-"""The start-up cache of the catalogs (core/startcache.py): a catalog read through it is the
+"""The start-up cache of the catalogs (core/formats/startcache.py): a catalog read through it is the
 catalog parsed from YAML, whatever state the cache is in (missing, stale, corrupt,
 unwritable, off), an edit of the YAML is seen at once, and a bad regex is still refused."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attribution_dagster.core import startcache
+from attribution_dagster.core.formats import startcache
 from attribution_dagster.rules.engine import load_engine
 from attribution_dagster.rules.engine.engine import DEFAULT_RULES
 from attribution_dagster.rules.parsers import CATALOG_PATH, CatalogError, load_catalog

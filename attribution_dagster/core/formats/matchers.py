@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from attribution_dagster.core import startcache
+from attribution_dagster.core.formats import startcache
 
 try:  # optional: the x86_64 wheel; the `re` fallback gives identical records, slower
     import hyperscan as _hs
@@ -25,7 +25,7 @@ def hyperscan_database(
     name: str, expressions: list[bytes], flags: list[int] | int, literal: bool = False
 ) -> Any:
     """A block-mode hyperscan database of `expressions` (ids 0..n-1), read from the start-up
-    cache (core/startcache.py) when one was compiled from the same arguments before: a
+    cache (core/formats/startcache.py) when one was compiled from the same arguments before: a
     compile costs milliseconds at every process start and in every scanner worker. Raises
     what hyperscan's compile raises."""
     if _hs is None:

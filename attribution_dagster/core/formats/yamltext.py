@@ -3,7 +3,7 @@
 The catalogs (parsers, rules, kinds, categories, XIDs) are read on every `attribution
 analyze`; the pure-Python loader spends a good part of a small job's run on them. PyYAML is
 imported on first use: a run whose catalogs come from the start-up cache
-(core/startcache.py) and that reads no other YAML never imports it.
+(core/formats/startcache.py) and that reads no other YAML never imports it.
 """
 
 from __future__ import annotations

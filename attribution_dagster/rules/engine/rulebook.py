@@ -14,8 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from attribution_dagster.core.context import JobState
-from attribution_dagster.core import startcache
-from attribution_dagster.core.formats import yamltext
+from attribution_dagster.core.formats import startcache, yamltext
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.vocabulary import vocabulary
 
