@@ -60,6 +60,7 @@ Environment variables:
 | ``ATTRIBUTION_STORE_URL`` | database for intermediate asset values (default: the sink's) |
 | ``ATTRIBUTION_STDOUT_SINK`` | ``1`` to also print every result as a JSON line |
 | ``ATTRIBUTION_SENSOR_ENABLED`` | ``0`` to start the sensor stopped |
+| ``ATTRIBUTION_CACHE_DIR`` | start-up cache (``~/.cache/attribution-dagster``; ``off``: none) |
 """
 
 from __future__ import annotations
