@@ -627,7 +627,11 @@ def _read(path: Path, cached: bool) -> ParserCatalog:
         # libyaml's loader when built in (the catalog is read at every process start); with
         # `cached`, the data parsed and validated by an earlier process (core/formats/startcache.py)
         loaded = startcache.load(path) if cached else None
-        data = loaded.data if loaded else yamltext.safe_load(path.read_text(encoding="utf-8"))
+        data = (
+            loaded.data
+            if loaded is not None
+            else yamltext.safe_load(path.read_text(encoding="utf-8"))
+        )
     except (OSError, UnicodeDecodeError, yamltext.YAMLError) as e:
         raise CatalogError(f"{path}: {e}") from e
     if not isinstance(data, dict):

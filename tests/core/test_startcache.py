@@ -97,8 +97,11 @@ def test_a_cached_hyperscan_database_finds_the_same_lines(
         m.setattr(matchers._hs, "Database", None)
         cached = matchers.HyperscanMatcher(lits)
     want = fresh.hit_lines(buf, memoryview(buf), len(buf))
-    assert [bytes(buf[s:e]) for s, e in want] == [b"NVRM: Xid 79", b"NCCL WARN x",
-                                                  b"link down, error"]
+    assert [bytes(buf[s:e]) for s, e in want] == [
+        b"NVRM: Xid 79",
+        b"NCCL WARN x",
+        b"link down, error",
+    ]
     assert cached.hit_lines(buf, memoryview(buf), len(buf)) == want
     # other literals: another key, compiled afresh (not the cached database)
     other = matchers.HyperscanMatcher([b"fine"])
