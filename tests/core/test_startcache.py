@@ -46,6 +46,15 @@ def test_entries_are_keyed_and_checked(cache: Path) -> None:
     assert startcache.digest(b"ab", b"c") != startcache.digest(b"a", b"bc")
 
 
+def test_another_users_entry_is_not_read(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = startcache.digest(b"k")
+    startcache.write_entry("x.bin", key, b"body")
+    assert startcache.read_entry("x.bin", key) == b"body"
+    owner = (cache / "x.bin").stat().st_uid
+    monkeypatch.setattr(os, "getuid", lambda: owner + 1)  # as if another user wrote it
+    assert startcache.read_entry("x.bin", key) is None
+
+
 def test_a_failed_write_leaves_nothing(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(src: str, dst: object) -> None:
         raise OSError("read-only file system")

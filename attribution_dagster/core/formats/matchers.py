@@ -32,7 +32,8 @@ def hyperscan_database(
         raise RuntimeError("hyperscan is not importable")
     n = len(expressions)
     key = startcache.digest(
-        f"hyperscan {_hs.__version__} block literal={literal} flags={flags!r}", *expressions
+        f"hyperscan {getattr(_hs, '__version__', '?')} block literal={literal} flags={flags!r}",
+        *expressions,
     )
     blob = startcache.read_entry(f"{name}.hs", key)
     if blob is not None:

@@ -12,7 +12,8 @@ catalog keeps its regexes' group names, to compile each regex only when first us
 
 Where: `$ATTRIBUTION_CACHE_DIR`, else `$XDG_CACHE_HOME/attribution-dagster`, else
 `~/.cache/attribution-dagster`; `ATTRIBUTION_CACHE_DIR=off` turns it off. One file per
-catalog path (per database), replaced atomically (temp file + `os.replace`). Any error
+catalog path (per database), replaced atomically (temp file + `os.replace`); an entry
+another user owns is ignored (a shared `ATTRIBUTION_CACHE_DIR` cannot feed one). Any error
 reading or writing it (missing, stale, corrupt, unwritable) falls back to building afresh,
 silently: the cache only ever saves time. Data marshal cannot hold exactly (anything but
 plain YAML scalars, dates and timestamps) is not cached; what is written is read back and
@@ -70,7 +71,10 @@ def read_entry(name: str, key: bytes) -> bytes | None:
     if where is None:
         return None
     try:
-        raw = (where / name).read_bytes()
+        with open(where / name, "rb") as f:
+            if not _own(os.fstat(f.fileno())):
+                return None  # someone else's file (a shared cache directory): not trusted
+            raw = f.read()
         head = len(_MAGIC)
         if raw[:head] != _MAGIC or raw[head : head + 32] != key:
             return None  # another format, or built from something else (the YAML was edited)
@@ -82,6 +86,12 @@ def read_entry(name: str, key: bytes) -> bytes | None:
         return None
 
 
+def _own(st: os.stat_result) -> bool:
+    """The entry belongs to this user (where the platform has users)."""
+    getuid = getattr(os, "getuid", None)
+    return getuid is None or st.st_uid == getuid()
+
+
 def write_entry(name: str, key: bytes, body: bytes) -> None:
     """Store `body` under `name` (temp file + rename: a reader sees the old or the new one).
     Never raises."""
@@ -89,7 +99,7 @@ def write_entry(name: str, key: bytes, body: bytes) -> None:
     if where is None:
         return
     try:
-        where.mkdir(parents=True, exist_ok=True)
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-", suffix=".bin")
         try:
             with os.fdopen(fd, "wb") as f:
