@@ -32,6 +32,21 @@ def test_where_the_cache_lives(tmp_path: Path) -> None:
         assert startcache.cache_dir({startcache.ENV: off}) is None
 
 
+def test_no_home_directory_means_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def nowhere() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv(startcache.ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(nowhere))
+    assert startcache.cache_dir() is None
+    path = tmp_path / "d.yaml"
+    path.write_text("a: 1\n")
+    loaded = startcache.load(path)
+    startcache.store(loaded)  # nowhere to write: no error
+    assert loaded.data == {"a": 1} and not startcache.load(path).cached
+
+
 def test_entries_are_keyed_and_checked(cache: Path) -> None:
     key = startcache.digest(b"yaml", b"a: 1\n")
     assert startcache.read_entry("x.bin", key) is None  # nothing yet

@@ -50,8 +50,12 @@ def cache_dir(environ: dict[str, str] | None = None) -> Path | None:
     if chosen:
         return Path(chosen).expanduser()
     xdg = env.get("XDG_CACHE_HOME", "").strip()
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "attribution-dagster"
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "attribution-dagster"
+    try:
+        return Path.home() / ".cache" / "attribution-dagster"
+    except (RuntimeError, KeyError, OSError):  # no home directory (a bare container user)
+        return None
 
 
 def digest(*parts: bytes | str) -> bytes:
@@ -129,7 +133,10 @@ class Loaded:
 
 def _name(path: Path) -> str:
     """One entry per catalog file: its stem and a digest of its absolute path."""
-    where = str(path.absolute())
+    try:
+        where = str(path.absolute())
+    except OSError:  # the working directory is gone: the path as given
+        where = str(path)
     return f"{path.stem}-{hashlib.sha256(where.encode()).hexdigest()[:16]}.bin"
 
 
