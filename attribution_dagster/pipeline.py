@@ -41,7 +41,6 @@ from attribution_dagster.core.evidence import (
     SourceCoverage,
 )
 from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dump_dir, read_dumps
-from attribution_dagster.core.formats.topology import read_topology_dir
 from attribution_dagster.core.hosts import NodeIndex
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
@@ -209,6 +208,9 @@ def collect_topology(
     coverage = coverage if coverage is not None else []
     index = NodeIndex.of(ctx)
     if case is not None and (Path(case) / "topology").is_dir():
+        # the readers of every topology form are imported only for a case that has one
+        from attribution_dagster.core.formats.topology import read_topology_dir
+
         topo = read_topology_dir(Path(case) / "topology", label="topology")
         if topo is not None:
             topo = topo.for_nodes(lambda n: index.resolve(n) is not None)

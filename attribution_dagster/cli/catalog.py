@@ -73,10 +73,14 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 def cmd_parsers(args: argparse.Namespace) -> int:
     from attribution_dagster.reports.render import table
-    from attribution_dagster.rules import catalog
     from attribution_dagster.rules.docs import parsers_markdown
+    from attribution_dagster.rules.parsers import CatalogError, load_catalog
 
-    cat = catalog.parsers()
+    try:  # read afresh, every regex compiled: this command is how an edit is checked
+        cat = load_catalog()
+    except CatalogError as exc:
+        print(f"attribution: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
     if args.markdown:
         sys.stdout.write(parsers_markdown(cat))
     elif args.anchors:

@@ -60,6 +60,7 @@ Environment variables:
 | ``ATTRIBUTION_STORE_URL`` | database for intermediate asset values (default: the sink's) |
 | ``ATTRIBUTION_STDOUT_SINK`` | ``1`` to also print every result as a JSON line |
 | ``ATTRIBUTION_SENSOR_ENABLED`` | ``0`` to start the sensor stopped |
+| ``ATTRIBUTION_CACHE_DIR`` | start-up cache (``~/.cache/attribution-dagster``; ``off``: none) |
 """
 
 from __future__ import annotations
@@ -69,7 +70,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -392,6 +392,8 @@ def load_config(
     if path is not None:
         p = Path(path)
         source = str(p)
+        import yaml  # here: a run without a configuration file needs no YAML parser
+
         try:
             loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
         except OSError as e:

@@ -18,7 +18,6 @@ rendered with it hidden (tests/test_secrets.py checks both).
 from __future__ import annotations
 
 import base64
-import logging
 import threading
 from urllib.parse import quote
 
@@ -57,7 +56,10 @@ def redact(text: str) -> str:
 
 def _install_log_masking() -> None:
     """Mask remembered secrets in every log record as it is made, whoever logs it and
-    whichever handler shows it (a client library logging a response body at DEBUG)."""
+    whichever handler shows it (a client library logging a response body at DEBUG). logging
+    is imported here: most runs remember no secret and log nothing."""
+    import logging
+
     previous = logging.getLogRecordFactory()
     if getattr(previous, "masks_secrets", False):
         return

@@ -3,7 +3,8 @@
 Compiling the parser catalog (hundreds of regexes) and validating the rule catalog take long
 enough to do once per process, and forked workers inherit what the parent loaded.
 `load_catalog()` / `load_engine()` always read afresh (tests and `--rules FILE` use them);
-everything that analyses jobs goes through these two, keyed by the file they were read from.
+everything that analyses jobs goes through these two, keyed by the file they were read from,
+and they read the YAML's data through the start-up cache (core/formats/startcache.py).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from attribution_dagster.rules.parsers import CATALOG_PATH, ParserCatalog, load_
 
 @functools.lru_cache(maxsize=4)
 def _parsers(path: Path) -> ParserCatalog:
-    return load_catalog(path)
+    return load_catalog(path, cached=True)
 
 
 @functools.lru_cache(maxsize=4)
 def _engine(path: Path) -> RuleEngine:
-    return load_engine(path)
+    return load_engine(path, cached=True)
 
 
 def parsers(path: Path | None = None) -> ParserCatalog:

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from attribution_dagster.core.context import ExecutionContext
+from attribution_dagster.core.formats.matchers import hyperscan_database
 from attribution_dagster.core.formats.timestamps import load_zone
 from attribution_dagster.rules.catalog_specs import _FIELD_TYPES, CatalogError, ParserSpec  # noqa: E402
 from attribution_dagster.rules.decoders import DECODERS, strip_prefix
@@ -85,20 +86,24 @@ def _group(groups: dict[str, str | None], name: str) -> str | None:
 
 
 class Parser:
-    """One compiled catalog entry."""
+    """One catalog entry. Its regex is compiled here, which validates it (CatalogError), unless
+    `groups` gives its group names: a catalog read from the start-up cache was compiled
+    without error by an earlier process, and each regex is then compiled on first use."""
 
-    __slots__ = ("spec", "index", "rx", "fields", "attrs", "decoder", "group_names", "requires")
+    __slots__ = ("spec", "index", "_rx", "fields", "attrs", "decoder", "group_names", "requires")
 
-    def __init__(self, spec: ParserSpec, index: int):
+    def __init__(self, spec: ParserSpec, index: int, groups: list[str] | None = None):
         if spec.kind not in vocabulary().kinds:
             raise CatalogError(f"parser {spec.id}: kind {spec.kind!r} is not in kinds.yaml")
-        try:
-            self.rx = re.compile(spec.regex)
-        except re.error as e:
-            raise CatalogError(f"parser {spec.id}: bad regex: {e}") from e
+        self.spec = spec
+        self._rx: re.Pattern[str] | None = None
+        if groups is None:
+            self._rx = self._compile()
+            self.group_names = set(self._rx.groupindex)
+        else:
+            self.group_names = set(groups)
         if spec.decoder and spec.decoder not in DECODERS:
             raise CatalogError(f"parser {spec.id}: unknown decoder {spec.decoder!r}")
-        self.group_names = set(self.rx.groupindex)
         self.fields = [
             self._mapping(spec, f, m, default=_FIELD_TYPES.get(f)) for f, m in spec.fields.items()
         ]
@@ -108,9 +113,21 @@ class Parser:
                 raise CatalogError(f"parser {spec.id}: unknown field {f!r}")
         if spec.node_from and not set(spec.node_from.split("|")) <= self.group_names:
             raise CatalogError(f"parser {spec.id}: node_from group {spec.node_from!r} not in regex")
-        self.spec, self.index = spec, index
+        self.index = index
         self.requires = tuple(spec.requires)
         self.decoder = DECODERS[spec.decoder] if spec.decoder else None
+
+    def _compile(self) -> re.Pattern[str]:
+        try:
+            self._rx = re.compile(self.spec.regex)
+        except re.error as e:
+            raise CatalogError(f"parser {self.spec.id}: bad regex: {e}") from e
+        return self._rx
+
+    @property
+    def rx(self) -> re.Pattern[str]:
+        """The compiled regex (compiled now if it was not yet)."""
+        return self._rx if self._rx is not None else self._compile()
 
     def _mapping(
         self, spec: ParserSpec, key: str, m: str, default: str | None
@@ -127,7 +144,8 @@ class Parser:
         for lit in self.requires:
             if lit not in line:
                 return None
-        m = self.rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
+        rx = self._rx if self._rx is not None else self._compile()
+        m = rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
         if m is None:
             return None
         groups = m.groupdict()
@@ -170,11 +188,10 @@ class _HyperscanDispatch:
         except ImportError:
             return None
         try:
-            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            db.compile(
-                expressions=[re.escape(lit).encode() for lit in literals],
-                ids=list(range(len(literals))),
-                flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(literals),
+            db = hyperscan_database(
+                "dispatch",
+                [re.escape(lit).encode() for lit in literals],
+                [hyperscan.HS_FLAG_SINGLEMATCH] * len(literals),
             )
         except Exception:
             return None

@@ -96,8 +96,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from attribution_dagster.core.context import ExecutionContext
 from attribution_dagster.core.evidence import (
     Anchor,
@@ -106,7 +104,7 @@ from attribution_dagster.core.evidence import (
     RawEvidence,
     RawRecord,
 )
-from attribution_dagster.core.formats import yamltext
+from attribution_dagster.core.formats import startcache, yamltext
 from attribution_dagster.core.hosts import CLUSTER_NODE
 from attribution_dagster.core.locators import FileLine
 from attribution_dagster.core.observation import Observation
@@ -203,6 +201,7 @@ class ParserCatalog:
         metrics: list[MetricSpec],
         noise: list[str],
         origins: list[OriginSpec] | None = None,
+        groups: dict[str, list[str]] | None = None,
     ):
         ids = [p.id for p in parsers] + [m.id for m in metrics]
         dupes = {i for i in ids if ids.count(i) > 1}
@@ -212,7 +211,7 @@ class ParserCatalog:
             for k in (m.kind, m.recover_kind):
                 if k is not None and k not in vocabulary().kinds:
                     raise CatalogError(f"metric {m.id}: kind {k!r} is not in kinds.yaml")
-        self.parsers = [Parser(p, i) for i, p in enumerate(parsers)]
+        self.parsers = [Parser(p, i, (groups or {}).get(p.regex)) for i, p in enumerate(parsers)]
         self.origin_specs = list(origins or [])
         self._origins = [(o.id, re.compile(o.regex)) for o in self.origin_specs]
         # any prefix at all, tested once before the per-prefix loop: most lines carry none
@@ -623,11 +622,17 @@ def _example_ctx(nodes: list[str]) -> ExecutionContext:
     )
 
 
-def _read(path: Path) -> ParserCatalog:
+def _read(path: Path, cached: bool) -> ParserCatalog:
     try:
-        # libyaml's loader when built in (the catalog is read at every process start)
-        data = yamltext.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
+        # libyaml's loader when built in (the catalog is read at every process start); with
+        # `cached`, the data parsed and validated by an earlier process (core/formats/startcache.py)
+        loaded = startcache.load(path) if cached else None
+        data = (
+            loaded.data
+            if loaded is not None
+            else yamltext.safe_load(path.read_text(encoding="utf-8"))
+        )
+    except (OSError, UnicodeDecodeError, yamltext.YAMLError) as e:
         raise CatalogError(f"{path}: {e}") from e
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a mapping with `parsers:`")
@@ -640,10 +645,17 @@ def _read(path: Path) -> ParserCatalog:
         origins = [OriginSpec.model_validate(o) for o in data.get("origins") or []]
     except ValueError as e:
         raise CatalogError(f"{path}: origins: {e}") from e
-    return ParserCatalog(parsers, metrics, list(data.get("noise") or []), origins)
+    # a cached catalog compiled before: its regexes' group names are known, and each regex is
+    # compiled when a line first needs it (most of a job's lines meet a few parsers)
+    groups = loaded.derived if loaded is not None and loaded.cached else None
+    catalog = ParserCatalog(parsers, metrics, list(data.get("noise") or []), origins, groups)
+    if loaded is not None:
+        startcache.store(loaded, {p.spec.regex: sorted(p.group_names) for p in catalog.parsers})
+    return catalog
 
 
-def load_catalog(path: Path | None = None) -> ParserCatalog:
+def load_catalog(path: Path | None = None, cached: bool = False) -> ParserCatalog:
     """Read, validate and compile a parser catalog (default: the packaged parsers.yaml).
-    Every call compiles afresh; rules/catalog.py keeps the one copy a process shares."""
-    return _read(path or CATALOG_PATH)
+    Every call reads afresh and compiles every regex (a bad one: CatalogError); rules/catalog.py
+    keeps the one copy a process shares, `cached` (docs/performance.md, "Start-up cost")."""
+    return _read(path or CATALOG_PATH, cached)

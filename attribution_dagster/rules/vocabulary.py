@@ -14,10 +14,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from attribution_dagster.core.formats import yamltext
+from attribution_dagster.core.formats import startcache, yamltext
 
 RULES_DIR = Path(__file__).parent
 
@@ -97,10 +96,16 @@ class Vocabulary(BaseModel):
         return self
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path, loads: list[startcache.Loaded] | None = None) -> dict[str, Any]:
+    """A file's mapping; with `loads`, through the start-up cache (each load is appended, to
+    be stored once the whole vocabulary validated)."""
     try:
-        data = yamltext.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        if loads is None:
+            data = yamltext.safe_load(path.read_text(encoding="utf-8"))
+        else:
+            loads.append(startcache.load(path))
+            data = loads[-1].data
+    except (OSError, UnicodeDecodeError, yamltext.YAMLError) as exc:
         raise VocabularyError(f"{path}: {exc}") from exc
     if not isinstance(data, dict):
         raise VocabularyError(f"{path}: expected a mapping")
@@ -127,13 +132,15 @@ def _xids(path: Path, raw: Any) -> dict[int, Any]:
     return out
 
 
-def load_vocabulary(root: Path = RULES_DIR) -> Vocabulary:
-    """Read and validate the three files under `root` (every call reads them afresh)."""
+def load_vocabulary(root: Path = RULES_DIR, cached: bool = False) -> Vocabulary:
+    """Read and validate the three files under `root` (every call reads them afresh; `cached`:
+    through the start-up cache, docs/performance.md)."""
     kinds, cats, xids = (root / "kinds.yaml", root / "categories.yaml", root / "xids.yaml")
-    xid_data = _read(xids)
+    loads: list[startcache.Loaded] | None = [] if cached else None
+    xid_data = _read(xids, loads)
     parts = [
-        (kinds, {"kinds": _read(kinds).get("kinds")}),
-        (cats, {"categories": _read(cats).get("categories")}),
+        (kinds, {"kinds": _read(kinds, loads).get("kinds")}),
+        (cats, {"categories": _read(cats, loads).get("categories")}),
         (
             xids,
             {
@@ -150,17 +157,20 @@ def load_vocabulary(root: Path = RULES_DIR) -> Vocabulary:
             if not isinstance(value, (dict, list)) or not value:
                 raise VocabularyError(f"{path}: field '{name}' is missing or empty")
     try:
-        return Vocabulary.model_validate(fields)
+        vocab = Vocabulary.model_validate(fields)
     except ValidationError as exc:
         loc = exc.errors()[0].get("loc") or ("xids",)  # cross-checks are about the XIDs
         path = {"kinds": kinds, "categories": cats}.get(str(loc[0]), xids)
         raise VocabularyError(f"{path}: {_where(exc)}") from exc
+    for loaded in loads or []:
+        startcache.store(loaded)
+    return vocab
 
 
 @functools.cache
 def vocabulary() -> Vocabulary:
     """The packaged vocabulary, loaded and validated once per process."""
-    return load_vocabulary()
+    return load_vocabulary(cached=True)
 
 
 def category_meanings() -> dict[str, str]:

@@ -12,10 +12,8 @@ followed; coverage names it (`logs/node-a/syslog: symlink to outside the case, n
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -345,6 +343,11 @@ class Reader:
         workers: int,
         grouper: LineGrouper | None,
     ) -> list[tuple[FileScan, list[tuple]]]:
+        # imported here: the pool's modules cost ~10 ms of every start, and a small case
+        # (under parallel_min_bytes) is scanned in-process
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         ctx = multiprocessing.get_context("fork")
         order = sorted(range(len(jobs)), key=lambda i: -sizes[i])  # big files first
         results: list[tuple[FileScan, list[tuple]] | None] = [None] * len(jobs)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
+
+from attribution_dagster.core.formats import startcache
 
 try:  # optional: the x86_64 wheel; the `re` fallback gives identical records, slower
     import hyperscan as _hs
@@ -17,6 +19,41 @@ except ImportError:  # pragma: no cover - depends on the platform
     _hs = None
 
 HYPERSCAN_IMPORTABLE = _hs is not None
+
+
+def hyperscan_database(
+    name: str, expressions: list[bytes], flags: list[int] | int, literal: bool = False
+) -> Any:
+    """A block-mode hyperscan database of `expressions` (ids 0..n-1), read from the start-up
+    cache (core/formats/startcache.py) when one was compiled from the same arguments before: a
+    compile costs milliseconds at every process start and in every scanner worker. Raises
+    what hyperscan's compile raises."""
+    if _hs is None:
+        raise RuntimeError("hyperscan is not importable")
+    n = len(expressions)
+    key = startcache.digest(
+        f"hyperscan {getattr(_hs, '__version__', '?')} block literal={literal} flags={flags!r}",
+        *expressions,
+    )
+    blob = startcache.read_entry(f"{name}.hs", key)
+    if blob is not None:
+        try:
+            db = _hs.loadb(blob, _hs.HS_MODE_BLOCK)
+            db.scratch = _hs.Scratch(db)  # a deserialized database comes without one
+            return db
+        except Exception:  # noqa: BLE001 - another platform's or a damaged database
+            pass
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    if literal:
+        db.compile(expressions=expressions, ids=list(range(n)), elements=n, flags=flags,
+                   literal=True)
+    else:
+        db.compile(expressions=expressions, ids=list(range(n)), elements=n, flags=flags)
+    try:
+        startcache.write_entry(f"{name}.hs", key, _hs.dumpb(db))
+    except Exception:  # noqa: BLE001 - a database hyperscan cannot serialize: no cache
+        pass
+    return db
 
 
 class Matcher(Protocol):
@@ -48,11 +85,7 @@ class HyperscanMatcher:
     def __init__(self, literals: Sequence[bytes]) -> None:
         if _hs is None:
             raise RuntimeError("hyperscan is not importable")
-        self._db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-        n = len(literals)
-        self._db.compile(
-            expressions=list(literals), ids=list(range(n)), elements=n, flags=0, literal=True
-        )
+        self._db = hyperscan_database("scan", list(literals), 0, literal=True)
 
     def hit_lines(
         self, buf: bytearray, view: memoryview, limit: int, start: int = 0

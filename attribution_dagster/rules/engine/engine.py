@@ -272,9 +272,10 @@ class _Where:
         self.topology, self.context, self.spec = topology, context, spec
 
 
-def load_engine(path: Path | None = None) -> RuleEngine:
+def load_engine(path: Path | None = None, cached: bool = False) -> RuleEngine:
     """Load and validate a rule catalog (default: the packaged rules.yaml). Every call reads
-    the file afresh; rules/catalog.py keeps the one compiled copy a process shares."""
+    the file afresh; rules/catalog.py keeps the one compiled copy a process shares, `cached`
+    (the YAML's data through the start-up cache, docs/performance.md)."""
     path = Path(path) if path is not None else DEFAULT_RULES
-    rulebook, blob = load_rulebook(path)
+    rulebook, blob = load_rulebook(path, cached)
     return RuleEngine(rulebook, blob, path)

@@ -11,11 +11,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from attribution_dagster.core.context import JobState
-from attribution_dagster.core.formats import yamltext
+from attribution_dagster.core.formats import startcache, yamltext
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.rules.vocabulary import vocabulary
 
@@ -518,15 +517,21 @@ def _loc(err: dict[str, Any]) -> str:
     return ".".join(parts) or "(rule)"
 
 
-def load_rulebook(path: Path) -> tuple[Rulebook, bytes]:
-    """Read and validate a rules file; raise RulebookError naming the rule id and field."""
+def load_rulebook(path: Path, cached: bool = False) -> tuple[Rulebook, bytes]:
+    """Read and validate a rules file; raise RulebookError naming the rule id and field.
+    `cached`: the YAML's data through the start-up cache (docs/performance.md)."""
     try:
         blob = path.read_bytes()
     except OSError as exc:
         raise RulebookError(f"{path}: cannot read rules file: {exc}") from exc
+    loaded = None
     try:
-        data = yamltext.safe_load(blob)
-    except yaml.YAMLError as exc:
+        if cached:
+            loaded = startcache.loaded_from(path, blob, text=False)
+            data = loaded.data
+        else:
+            data = yamltext.safe_load(blob)
+    except yamltext.YAMLError as exc:
         raise RulebookError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         raise RulebookError(f"{path}: expected a mapping with `version` and a `rules` list")
@@ -557,4 +562,6 @@ def load_rulebook(path: Path) -> tuple[Rulebook, bytes]:
         seen.add(rule.id)
         rules.append(rule)
     book = Rulebook(version=data["version"], engine=tuning, fault_domains=domains, rules=rules)
+    if loaded is not None:
+        startcache.store(loaded)
     return book, blob

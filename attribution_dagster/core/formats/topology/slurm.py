@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
 from attribution_dagster.core.hostlist import expand_hostlist
 from attribution_dagster.core.topology import Switch, Topology
 
@@ -125,6 +123,8 @@ def read_topology_conf(text: str, source: str = "topology.conf") -> Topology:
 
 def read_topology_yaml(text: str, source: str = "topology.yaml") -> Topology:
     """`topology.yaml`: the `cluster_default` topology (else the first), tree or block."""
+    import yaml  # here: most runs read no topology.yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
