@@ -32,6 +32,14 @@ def _resolve_host(host: str | None, ctx: ExecutionContext | None) -> str | None:
 _NCCL_ORIGIN = re.compile(
     r"^.{0,120}?(?<![\w.:-])(?P<host>[A-Za-z][\w.-]{0,63}):\d{1,10}:\d{1,10} \[(?P<dev>\d{1,3})\] "
 )
+# what every such prefix holds: one scan for it spares most lines the lazy walk above (a
+# lookbehind at each of 120 positions, 4 µs on a long torch watchdog line)
+_NCCL_HINT = re.compile(r":\d{1,10}:\d{1,10} \[\d{1,3}\] ")
+
+
+def nccl_origin(line: str) -> re.Match[str] | None:
+    """The NCCL `host:pid:tid [dev]` prefix of a line (groups host, dev), or None."""
+    return _NCCL_ORIGIN.match(line) if _NCCL_HINT.search(line) else None
 
 
 def _task_ids(spec: str) -> set[int]:

@@ -142,6 +142,7 @@ from attribution_dagster.rules.origins import (  # noqa: F401 - re-exported
     _relabel_by_origin,
     _resolve_host,
     _task_ids,
+    nccl_origin,
 )
 from attribution_dagster.rules.parse_metrics import (
     MetricExample,
@@ -404,7 +405,7 @@ class ParserCatalog:
                     else [h for h in [index.resolve(draft["node_host"])] if h]
                 )
             if not hosts and origin is unread:
-                origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
+                origin = nccl_origin(line) if ctx is not None else None
             if not hosts and origin is not None and not p.spec.node_from:
                 # a parser without its own host group: the line's NCCL origin names the node
                 host = _resolve_host(origin.group("host"), ctx)

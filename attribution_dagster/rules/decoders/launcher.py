@@ -52,7 +52,9 @@ _FAILURE_HEAD = re.compile(r"^\s*\[\d+\]:\s*$")  # `[0]:`, one per failure liste
 # text, a line ending in `]:`; a JSON log line (read through its message) is no suffix
 _ROOT_AT = re.compile(re.escape(_ROOT_TEXT))
 _HEAD_AT = re.compile(r"\]:[^\S\n]*$", re.M)
-_BLOCK_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*?)\s*$")
+# a field's value is the rest of its line without trailing blanks (`.rstrip()`: a lazy
+# `(.*?)\s*$` tries the line's end after every character)
+_BLOCK_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)")
 _RANK_TXT = re.compile(r"(\d+)(?: \(local_rank: (\d+)\))?")
 _EXIT_TXT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
 _SIGNAL_TXT = re.compile(r"Signal (\d+) \((SIG\w+)\)")
@@ -110,14 +112,22 @@ class _Block:
         return start, heads
 
     def fields(self, start: int) -> dict[str, str]:
-        """`time`, `host`, `rank`, ... of the failure after line `start`, up to its `====`."""
+        """`time`, `host`, `rank`, ... of the failure after line `start`, up to its `====`.
+        A line that reads as a field as it is has no prefix (it starts with blanks and a
+        key: no prefix, no JSON, starts so), so only the other lines are stripped."""
         seen: dict[str, str] = {}
-        for i in range(start + 1, len(self.raw)):
-            ln = self.line(i)
-            m = _BLOCK_FIELD.match(ln)
-            if m and m.group(1) not in seen:
-                seen[m.group(1)] = m.group(2)
-            if seen and ln.strip().startswith("===="):
+        field = _BLOCK_FIELD.match
+        for raw in self.raw[start + 1 :]:
+            m = field(raw)
+            ln = raw
+            if m is None:
+                ln = strip_prefix(raw)
+                if ln is not raw:
+                    m = field(ln)
+            if m is not None:  # a field line is no `====` line
+                if m[1] not in seen:
+                    seen[m[1]] = m[2].rstrip()
+            elif seen and ln.strip().startswith("===="):
                 break
         return seen
 
