@@ -5,6 +5,7 @@ Ranks matter to the engine: a peer named by rank resolves to a host through NCCL
 
 from __future__ import annotations
 
+import functools
 import re
 import signal as _signal
 from collections.abc import Iterator
@@ -13,7 +14,9 @@ from attribution_dagster.rules.decoders.prefixes import strip_prefix
 from attribution_dagster.rules.decoders.registry import Draft, decoder
 
 
+@functools.lru_cache(maxsize=256)
 def signal_name(num: int) -> str | None:
+    """`SIGABRT` for 6 (remembered: 8,192 ranks' summaries name the same few signals)."""
     try:
         return _signal.Signals(num).name
     except ValueError:
