@@ -136,7 +136,6 @@ from attribution_dagster.rules.matcher import (  # noqa: F401 - re-exported
     _joined,
 )
 from attribution_dagster.rules.origins import (  # noqa: F401 - re-exported
-    _NCCL_ORIGIN,
     _follow_echoes,
     _index,
     _relabel_by_origin,
@@ -338,12 +337,13 @@ class ParserCatalog:
         out: list[tuple[Parser, dict[str, Any]]] = []
         kinds: set[str] = set()
         groups: set[str] = set()
+        stripped: list[str] = []  # the line without prefixes, stripped once for all parsers
         for i in sorted(cand):
             p = self.parsers[i]
             spec = p.spec
             if spec.kind in kinds or (spec.group is not None and spec.group in groups):
                 continue
-            draft = p.match(line, text)
+            draft = p.match(line, text, stripped)
             if draft is None:
                 continue
             out.append((p, draft))

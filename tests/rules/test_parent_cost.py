@@ -4,7 +4,8 @@ Each shortcut here replaced an algorithm; each is compared with the plain one it
 `strip_prefix` skips its regex on lines no prefix can start, the NCCL origin is looked for
 only where its `:pid:tid [dev] ` is, torchrun's summary fields are stripped only when they
 do not read as fields unstripped, relabelling reads a record's prefixes only when asked, and
-the silence test looks up last lines only when a node is to be tested. Over every sample and
+the silence test looks up last lines only when a node is to be tested, and the parsers of a
+line share its stripped form. Over every sample and
 held-out case, the observations and the verdict are the same with the plain versions patched
 back in. The cycle collector's pause is checked to restore what it found.
 """
@@ -226,7 +227,16 @@ def plain_relabel(per_record, ctx, origin_of):
     return out
 
 
+original_match = matcher.Parser.match
+
+
+def unshared_match(self: Any, line: str, text: str, stripped: Any = None) -> Any:
+    """Each parser strips the line itself (the line's parsers shared none of it)."""
+    return original_match(self, line, text)
+
+
 def _plain(m: pytest.MonkeyPatch) -> None:
+    m.setattr(matcher.Parser, "match", unshared_match)
     for mod in (prefixes, launcher, matcher):
         m.setattr(mod, "strip_prefix", plain_strip)
     m.setattr(parsers, "nccl_origin", plain_nccl_origin)
