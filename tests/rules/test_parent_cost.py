@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from attribution_dagster import pipeline
+from attribution_dagster.core.context import JobState
 from attribution_dagster.core.gcpause import gc_paused
 from attribution_dagster.core.settings import AnalysisSettings
-from attribution_dagster.core.context import JobState
 from attribution_dagster.rules import matcher, parsers
 from attribution_dagster.rules import origins as O
 from attribution_dagster.rules.decoders import launcher, prefixes
@@ -82,14 +82,56 @@ def _log_lines() -> list[str]:
 # line starts that each branch of the prefix regex (and none) begins with, Unicode digits and
 # blanks among them: `\d` and `\s` are Unicode classes
 STARTS = [
-    "", " ", "  ", "\t", "       ", "\u3000", "\x0b", "\u00a0", "7", "\u0663", "\u00b2", "12",
-    " 3", "      4", "       5", "[", "(", "{", " {", "N", "Nov", "Z", "a", "=", "-", "\u00c9",
+    "",
+    " ",
+    "  ",
+    "\t",
+    "       ",
+    "\u3000",
+    "\x0b",
+    "\u00a0",
+    "7",
+    "\u0663",
+    "\u00b2",
+    "12",
+    " 3",
+    "      4",
+    "       5",
+    "[",
+    "(",
+    "{",
+    " {",
+    "N",
+    "Nov",
+    "Z",
+    "a",
+    "=",
+    "-",
+    "\u00c9",
 ]
 PIECES = [
-    "0: ", "115: ", "[rank3]:", "[default1]: ", "[1,7]<stderr>:", "(Worker pid=12, ip=10.0.0.1) ",
-    "(raylet) ", "[pod/p-0/c] ", "2026-11-02T10:40:50.123Z ", "Nov  2 10:40:50 node-a kernel: ",
-    "[Mon Nov  2 10:40:50 2026] ", "[ 1234.567890] ", "stderr F ", "node-a:42:43 [3] ",
-    "host      : node-b", "NCCL WARN x", "Root Cause", "[0]:", "====", "\r", " ", "{\"log\": \"",
+    "0: ",
+    "115: ",
+    "[rank3]:",
+    "[default1]: ",
+    "[1,7]<stderr>:",
+    "(Worker pid=12, ip=10.0.0.1) ",
+    "(raylet) ",
+    "[pod/p-0/c] ",
+    "2026-11-02T10:40:50.123Z ",
+    "Nov  2 10:40:50 node-a kernel: ",
+    "[Mon Nov  2 10:40:50 2026] ",
+    "[ 1234.567890] ",
+    "stderr F ",
+    "node-a:42:43 [3] ",
+    "host      : node-b",
+    "NCCL WARN x",
+    "Root Cause",
+    "[0]:",
+    "====",
+    "\r",
+    " ",
+    '{"log": "',
 ]
 
 

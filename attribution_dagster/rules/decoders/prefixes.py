@@ -55,16 +55,6 @@ def json_message(line: str) -> str | None:
     return msg.rstrip("\r\n")
 
 
-def _may_have_prefix(line: str) -> bool:
-    """Can `_PREFIX` match `line` non-empty? Each of its branches starts with a digit, an
-    ASCII capital, `[` or `(`, or (srun's `N: `) up to 6 blanks and a digit; most lines (a
-    torchrun block's `  host : ...`, `=====`, a message) start otherwise and skip the regex."""
-    c = line[:1]
-    if c.isdecimal() or "A" <= c <= "Z" or c == "[" or c == "(":
-        return True
-    return c.isspace() and line.lstrip()[:1].isdecimal()
-
-
 def strip_prefix(line: str) -> str:
     """The line without timestamp / host / srun / torchrun prefixes; a JSON log line's
     message field (without its own prefixes)."""
@@ -72,7 +62,12 @@ def strip_prefix(line: str) -> str:
         msg = json_message(line)
         if msg is not None:
             line = msg.split("\n", 1)[0]
-    if not _may_have_prefix(line):
-        return line
+    # each branch of `_PREFIX` starts with `[`, `(`, an ASCII capital, a digit, or (srun's
+    # `N: `) up to 6 blanks and a digit: most lines (a torchrun summary's `  host : ...` and
+    # `====`, a message) start otherwise and skip the regex
+    c = line[:1]
+    if c != "[" and c != "(" and not ("A" <= c <= "Z" or c.isdecimal()):
+        if not (c.isspace() and line.lstrip()[:1].isdecimal()):
+            return line
     m = _PREFIX.match(line)
     return line[m.end() :] if m and m.end() else line
