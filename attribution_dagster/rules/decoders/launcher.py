@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import re
 import signal as _signal
-from collections.abc import Iterator
 
 from attribution_dagster.rules.decoders.prefixes import strip_prefix
 from attribution_dagster.rules.decoders.registry import Draft, decoder
@@ -53,7 +52,6 @@ _ROOT_TEXT = "Root Cause (first observed failure)"
 _FAILURE_HEAD = re.compile(r"^\s*\[\d+\]:\s*$")  # `[0]:`, one per failure listed
 # where in the text such lines can be (before their prefixes are stripped): the root-cause
 # text, a line ending in `]:`; a JSON log line (read through its message) is no suffix
-_ROOT_AT = re.compile(re.escape(_ROOT_TEXT))
 _HEAD_AT = re.compile(r"\]:[^\S\n]*$", re.M)
 # a field's value is the rest of its line without trailing blanks (`.rstrip()`: a lazy
 # `(.*?)\s*$` tries the line's end after every character)
@@ -95,15 +93,22 @@ class _Block:
             s = self._stripped[i] = strip_prefix(self.raw[i])
         return s
 
-    def _at(self, rx: re.Pattern[str]) -> Iterator[int]:
-        """Indexes of the lines `rx` matches in (in order; a line may repeat)."""
-        return (self.text.count("\n", 0, m.start()) for m in rx.finditer(self.text))
-
     def root_and_failures(self) -> tuple[int | None, int]:
         """The root-cause header's line (None: not in view) and how many `[N]:` lines."""
-        if not _has_json_line(self.text):  # the usual case
-            start = next((i for i in self._at(_ROOT_AT) if _ROOT_TEXT in self.line(i)), None)
-            heads = sum(1 for i in self._at(_HEAD_AT) if _FAILURE_HEAD.match(self.line(i)))
+        text, line = self.text, self.line
+        if not _has_json_line(text):  # the usual case: lines found in the text, in order
+            start = None
+            at = text.find(_ROOT_TEXT)
+            while at != -1:
+                i = text.count("\n", 0, at)
+                if _ROOT_TEXT in line(i):
+                    start = i
+                    break
+                at = text.find(_ROOT_TEXT, at + 1)
+            heads = 0
+            for m in _HEAD_AT.finditer(text):
+                if _FAILURE_HEAD.match(line(text.count("\n", 0, m.start()))):
+                    heads += 1
             return start, heads
         roots = (i for i, ln in enumerate(self.raw) if _ROOT_TEXT in ln or _jsonish(ln))
         start = next((i for i in roots if _ROOT_TEXT in self.line(i)), None)
