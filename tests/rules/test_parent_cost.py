@@ -3,11 +3,12 @@
 Each shortcut here replaced an algorithm; each is compared with the plain one it replaced:
 `strip_prefix` skips its regex on lines no prefix can start, the NCCL origin is looked for
 only where its `:pid:tid [dev] ` is, torchrun's summary fields are stripped only when they
-do not read as fields unstripped, relabelling reads a record's prefixes only when asked, and
+do not read as fields unstripped, relabelling reads a record's prefixes only when asked,
 the silence test looks up last lines only when a node is to be tested, and the parsers of a
-line share its stripped form. Over every sample and
-held-out case, the observations and the verdict are the same with the plain versions patched
-back in. The cycle collector's pause is checked to restore what it found.
+line share its stripped form. Over every sample and held-out case, the observations and the
+verdict are the same with the plain versions patched back in. (The summary block's header
+and `[N]:` search is compared with a plain reading in test_decoder_child_failed.py.) The
+cycle collector's pause is checked to restore what it found.
 """
 
 from __future__ import annotations
@@ -301,8 +302,8 @@ def test_every_case_gives_the_same_observations_and_verdict_as_the_plain_code(
 
 
 def test_the_plain_versions_are_the_ones_running_when_patched(monkeypatch) -> None:
-    """The comparison above is not vacuous: under the patch the plain code runs, and the
-    cases hold what the shortcuts skip (summary blocks, NCCL origins, labelled lines)."""
+    """The comparison above is not vacuous: under the patch the plain code runs (summary
+    blocks read, NCCL origins looked for, records relabelled, silence tested)."""
     calls: dict[str, int] = {"strip": 0, "fields": 0, "nccl": 0, "relabel": 0, "silent": 0}
 
     def counting(name: str, fn: Any) -> Any:
