@@ -41,6 +41,7 @@ from attribution_dagster.core.evidence import (
     SourceCoverage,
 )
 from attribution_dagster.core.formats.flight_recorder import FlightDump, read_dump_dir, read_dumps
+from attribution_dagster.core.gcpause import gc_paused
 from attribution_dagster.core.hosts import NodeIndex
 from attribution_dagster.core.observation import Observation
 from attribution_dagster.core.result import AttributionResult
@@ -330,10 +331,13 @@ def cut_lines(
 
 def normalize(raw: RawEvidence, ctx: ExecutionContext, consume: bool = False) -> list[Observation]:
     """Typed observations, time-ordered (unknown times last); with `consume`, `raw.records`
-    is emptied as they are parsed (their memory goes while the observations are built)."""
-    observations = catalog().normalize(raw, ctx, consume=consume)
-    if raw.dumps:
-        observations = hangs.with_dump_observations(observations, raw.dumps, ctx)
+    is emptied as they are parsed (their memory goes while the observations are built).
+    Cycle collection waits until the end (core/gcpause.py: facts and observations hold no
+    cycles; walking the heap for them was 15% of this)."""
+    with gc_paused():
+        observations = catalog().normalize(raw, ctx, consume=consume)
+        if raw.dumps:
+            observations = hangs.with_dump_observations(observations, raw.dumps, ctx)
     return observations
 
 
@@ -346,10 +350,11 @@ def attribute(
 ) -> AttributionResult:
     """The rule engine's verdict; with the cluster's `topology` (the snapshot in force when the
     job ran), switch-side lines count as evidence and a network or NVLink cause gets its
-    `fault_domain`."""
-    result = engine().attribute(
-        ctx, observations, coverage, settings or AnalysisSettings(), topology=topology
-    )
+    `fault_domain`. Cycle collection waits, as in `normalize`."""
+    with gc_paused():
+        result = engine().attribute(
+            ctx, observations, coverage, settings or AnalysisSettings(), topology=topology
+        )
     return result.model_copy(update={"analyzed_at": datetime.now(timezone.utc)})
 
 

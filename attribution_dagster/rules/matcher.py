@@ -137,15 +137,28 @@ class Parser:
             raise CatalogError(f"parser {spec.id}: {key} maps to missing group {group!r}")
         return key, group, typ or default or "str"
 
-    def match(self, line: str, text: str) -> dict[str, Any] | None:
-        """A draft (fields, attrs, node_host, excerpt) or None."""
+    def match(
+        self, line: str, text: str, stripped: list[str] | None = None
+    ) -> dict[str, Any] | None:
+        """A draft (fields, attrs, node_host, excerpt) or None. `stripped`: the record's
+        line without its prefixes, once some parser stripped it (the parsers of one line
+        share it: a list, empty until then)."""
         if self.spec.join and "\n" in text:
             line = _joined(line, text, self.spec.join)
+            stripped = None  # the joined line is another line
         for lit in self.requires:
             if lit not in line:
                 return None
+        subject = line
+        if self.spec.strip_prefix:
+            if stripped is None:
+                subject = strip_prefix(line)
+            else:
+                if not stripped:
+                    stripped.append(strip_prefix(line))
+                subject = stripped[0]
         rx = self._rx if self._rx is not None else self._compile()
-        m = rx.search(strip_prefix(line) if self.spec.strip_prefix else line)
+        m = rx.search(subject)
         if m is None:
             return None
         groups = m.groupdict()

@@ -134,12 +134,12 @@ from attribution_dagster.rules.matcher import (  # noqa: F401 - re-exported
     _joined,
 )
 from attribution_dagster.rules.origins import (  # noqa: F401 - re-exported
-    _NCCL_ORIGIN,
     _follow_echoes,
     _index,
     _relabel_by_origin,
     _resolve_host,
     _task_ids,
+    nccl_origin,
 )
 from attribution_dagster.rules.parse_metrics import (
     MetricExample,
@@ -336,12 +336,13 @@ class ParserCatalog:
         out: list[tuple[Parser, dict[str, Any]]] = []
         kinds: set[str] = set()
         groups: set[str] = set()
+        stripped: list[str] = []  # the line without prefixes, stripped once for all parsers
         for i in sorted(cand):
             p = self.parsers[i]
             spec = p.spec
             if spec.kind in kinds or (spec.group is not None and spec.group in groups):
                 continue
-            draft = p.match(line, text)
+            draft = p.match(line, text, stripped)
             if draft is None:
                 continue
             out.append((p, draft))
@@ -403,7 +404,7 @@ class ParserCatalog:
                     else [h for h in [index.resolve(draft["node_host"])] if h]
                 )
             if not hosts and origin is unread:
-                origin = _NCCL_ORIGIN.match(line) if ctx is not None else None
+                origin = nccl_origin(line) if ctx is not None else None
             if not hosts and origin is not None and not p.spec.node_from:
                 # a parser without its own host group: the line's NCCL origin names the node
                 host = _resolve_host(origin.group("host"), ctx)

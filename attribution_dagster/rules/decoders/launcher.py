@@ -5,15 +5,17 @@ Ranks matter to the engine: a peer named by rank resolves to a host through NCCL
 
 from __future__ import annotations
 
+import functools
 import re
 import signal as _signal
-from collections.abc import Iterator
 
 from attribution_dagster.rules.decoders.prefixes import strip_prefix
 from attribution_dagster.rules.decoders.registry import Draft, decoder
 
 
+@functools.lru_cache(maxsize=256)
 def signal_name(num: int) -> str | None:
+    """`SIGABRT` for 6 (remembered: 8,192 ranks' summaries name the same few signals)."""
     try:
         return _signal.Signals(num).name
     except ValueError:
@@ -50,9 +52,10 @@ _ROOT_TEXT = "Root Cause (first observed failure)"
 _FAILURE_HEAD = re.compile(r"^\s*\[\d+\]:\s*$")  # `[0]:`, one per failure listed
 # where in the text such lines can be (before their prefixes are stripped): the root-cause
 # text, a line ending in `]:`; a JSON log line (read through its message) is no suffix
-_ROOT_AT = re.compile(re.escape(_ROOT_TEXT))
 _HEAD_AT = re.compile(r"\]:[^\S\n]*$", re.M)
-_BLOCK_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*?)\s*$")
+# a field's value is the rest of its line without trailing blanks (`.rstrip()`: a lazy
+# `(.*?)\s*$` tries the line's end after every character)
+_BLOCK_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)")
 _RANK_TXT = re.compile(r"(\d+)(?: \(local_rank: (\d+)\))?")
 _EXIT_TXT = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
 _SIGNAL_TXT = re.compile(r"Signal (\d+) \((SIG\w+)\)")
@@ -90,15 +93,22 @@ class _Block:
             s = self._stripped[i] = strip_prefix(self.raw[i])
         return s
 
-    def _at(self, rx: re.Pattern[str]) -> Iterator[int]:
-        """Indexes of the lines `rx` matches in (in order; a line may repeat)."""
-        return (self.text.count("\n", 0, m.start()) for m in rx.finditer(self.text))
-
     def root_and_failures(self) -> tuple[int | None, int]:
         """The root-cause header's line (None: not in view) and how many `[N]:` lines."""
-        if not _has_json_line(self.text):  # the usual case
-            start = next((i for i in self._at(_ROOT_AT) if _ROOT_TEXT in self.line(i)), None)
-            heads = sum(1 for i in self._at(_HEAD_AT) if _FAILURE_HEAD.match(self.line(i)))
+        text, line = self.text, self.line
+        if not _has_json_line(text):  # the usual case: lines found in the text, in order
+            start = None
+            at = text.find(_ROOT_TEXT)
+            while at != -1:
+                i = text.count("\n", 0, at)
+                if _ROOT_TEXT in line(i):
+                    start = i
+                    break
+                at = text.find(_ROOT_TEXT, at + 1)
+            heads = 0
+            for m in _HEAD_AT.finditer(text):
+                if _FAILURE_HEAD.match(line(text.count("\n", 0, m.start()))):
+                    heads += 1
             return start, heads
         roots = (i for i, ln in enumerate(self.raw) if _ROOT_TEXT in ln or _jsonish(ln))
         start = next((i for i in roots if _ROOT_TEXT in self.line(i)), None)
@@ -110,14 +120,22 @@ class _Block:
         return start, heads
 
     def fields(self, start: int) -> dict[str, str]:
-        """`time`, `host`, `rank`, ... of the failure after line `start`, up to its `====`."""
+        """`time`, `host`, `rank`, ... of the failure after line `start`, up to its `====`.
+        A line that reads as a field as it is has no prefix (it starts with blanks and a
+        key: no prefix, no JSON, starts so), so only the other lines are stripped."""
         seen: dict[str, str] = {}
-        for i in range(start + 1, len(self.raw)):
-            ln = self.line(i)
-            m = _BLOCK_FIELD.match(ln)
-            if m and m.group(1) not in seen:
-                seen[m.group(1)] = m.group(2)
-            if seen and ln.strip().startswith("===="):
+        field = _BLOCK_FIELD.match
+        for raw in self.raw[start + 1 :]:
+            m = field(raw)
+            ln = raw
+            if m is None:
+                ln = strip_prefix(raw)
+                if ln is not raw:
+                    m = field(ln)
+            if m is not None:  # a field line is no `====` line
+                if m[1] not in seen:
+                    seen[m[1]] = m[2].rstrip()
+            elif seen and ln.strip().startswith("===="):
                 break
         return seen
 

@@ -62,5 +62,12 @@ def strip_prefix(line: str) -> str:
         msg = json_message(line)
         if msg is not None:
             line = msg.split("\n", 1)[0]
+    # each branch of `_PREFIX` starts with `[`, `(`, an ASCII capital, a digit, or (srun's
+    # `N: `) up to 6 blanks and a digit: most lines (a torchrun summary's `  host : ...` and
+    # `====`, a message) start otherwise and skip the regex
+    c = line[:1]
+    if c != "[" and c != "(" and not ("A" <= c <= "Z" or c.isdecimal()):
+        if not (c.isspace() and line.lstrip()[:1].isdecimal()):
+            return line
     m = _PREFIX.match(line)
     return line[m.end() :] if m and m.end() else line

@@ -114,7 +114,6 @@ def silent_nodes(
 ) -> None:
     """Silence, corroborated by the peers, by a scheduler line naming the node, or by
     NODE_FAIL with exactly one node silent, becomes a `node_silent` cause."""
-    seen = last_seen(observations, ctx.nodes)
     gap = tuning.silence_seconds
     named_down = [  # a scheduler / kernel line that says the node went away
         home(i, ctx)
@@ -130,6 +129,9 @@ def silent_nodes(
     }
     targets = list(dict.fromkeys(([pointed] if pointed else []) + named_down))
     targets = [n for n in targets if n not in ended]
+    if not targets and ctx.state is not JobState.NODE_FAIL:
+        return  # no node to test: every node's last line is not looked up (20,000 lines)
+    seen = last_seen(observations, ctx.nodes)
     theirs = Theirs(seen)
     found = [(n, tail) for n in targets if (tail := silent(n, seen, ctx.end, gap, theirs))]
     if not found and ctx.state is JobState.NODE_FAIL:
