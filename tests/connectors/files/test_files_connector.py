@@ -337,6 +337,27 @@ def test_parallel_pool_matches_in_process(case: Path) -> None:
     assert serial.coverage == parallel.coverage
 
 
+def test_parallel_pool_leaves_the_collector_as_it_found_it(case: Path) -> None:
+    """The parent freezes its objects and holds cycle collection off while the pool runs
+    (connectors/files/reader.py); afterwards both are as before, and a worker collects."""
+    import gc
+
+    from attribution_dagster.connectors.files import reader
+
+    c = ctx(["node-a", "node-other"])
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    got = LocalFilesClient(workers=2, parallel_min_bytes=0).fetch_logs(case, c, ANCHORS, WINDOW)
+    assert len(got.records) == 7
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()
+    try:  # a worker is forked with the collector off: its initializer turns it back on
+        reader._init_worker(reader.Reader()._spec(c, ANCHORS, WINDOW), None)
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        reader._worker = None
+
+
 def test_small_case_is_fast(tmp_path: Path) -> None:
     for i in range(10):
         write(tmp_path / f"logs/node-{i}/kern.log", KERN * 200)
