@@ -61,6 +61,13 @@ run_storage:
   class: KeptSqliteRunStorage
   config:
     base_dir: {run_dir}
+# Step output captured to files (the UI's stdout / stderr tabs) without Dagster's live mirror
+# processes: attribution_dagster/instance/compute_logs.py
+compute_logs:
+  module: attribution_dagster.instance.compute_logs
+  class: FileComputeLogManager
+  config:
+    base_dir: {compute_log_dir}
 """
 
 
@@ -71,7 +78,11 @@ def write_instance_yaml(instance_dir: Path) -> None:
     if not settings.exists():
         history = instance_dir.resolve() / "history"
         settings.write_text(
-            INSTANCE_YAML.format(event_log_dir=history / "runs", run_dir=history),
+            INSTANCE_YAML.format(
+                event_log_dir=history / "runs",
+                run_dir=history,
+                compute_log_dir=instance_dir.resolve() / "storage",  # Dagster's default place
+            ),
             encoding="utf-8",
         )
 

@@ -252,3 +252,48 @@ def test_a_new_run_file_is_stamped_as_the_stock_storage_stamps_it(tmp_path: Path
         ))
         db.close()
     assert tables["ours"] == tables["stock"]
+
+
+def test_a_local_instance_captures_step_output_to_files_without_mirror_processes(
+    tmp_path, cases, monkeypatch
+):
+    """instance/compute_logs.py: a run's stdout and stderr land in the files the UI reads
+    (get_log_data), and no `tail` or watcher process is started; a real run completes with
+    its capture marked complete."""
+    import os
+    import subprocess
+    import sys
+
+    from attribution_dagster.instance.compute_logs import FileComputeLogManager
+
+    home = tmp_path / "home"
+    home.mkdir()
+    write_instance_yaml(home)
+    started: list[object] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):  # type: ignore[no-untyped-def]
+        started.append(args[0] if args else kwargs.get("args"))
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    with DagsterInstance.from_config(str(home)) as inst:
+        logs = inst.compute_log_manager
+        assert isinstance(logs, FileComputeLogManager)
+        assert Path(logs._base_dir) == home.resolve() / "storage"  # Dagster's default place
+        key = ["run-1", "compute_logs", "step"]
+        with logs.capture_logs(key):
+            print("to stdout from python")
+            sys.stdout.flush()
+            # at the stream's descriptor (under pytest's capture it is not 2)
+            os.write(sys.stderr.fileno(), b"to stderr at the descriptor\n")
+        data = logs.get_log_data(key)
+        assert b"to stdout from python" in (data.stdout or b"")
+        assert b"to stderr at the descriptor" in (data.stderr or b"")
+        assert logs.is_capture_complete(key)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = run_cases_report(cases, f"sqlite:///{tmp_path}/r.db", instance=inst)
+        assert len(report.results) == JOBS and not report.failed
+    assert not any("tail" in str(cmd) for cmd in started), started
+    assert list((home / "storage").rglob("*.complete"))
