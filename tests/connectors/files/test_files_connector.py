@@ -601,3 +601,35 @@ def test_switch_side_lines_naming_no_job_node_are_kept_for_the_topology(tmp_path
     kept = [r for r in recs if "opensm" in str(r.locator)]
     assert [str(r.locator) for r in kept] == ["logs/opensm/opensm.log:1"]
     assert kept[0].node == "*cluster*" and cov.context_lines == 1
+
+
+def test_pool_tasks_pack_small_files_and_leave_big_ones_alone() -> None:
+    """reader.chunks: every file in exactly one task, in the given order; a task holds at
+    most CHUNK_BYTES (unless it is one big file) and CHUNK_FILES files."""
+    from attribution_dagster.connectors.files import reader
+
+    mb = 1024 * 1024
+    sizes = [20 * mb, 9 * mb, 3 * mb, 3 * mb, 3 * mb] + [10_000] * 150 + [0, 0]
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    tasks = reader.chunks(order, sizes)
+    assert [i for t in tasks for i in t] == order
+    assert tasks[0] == [0] and tasks[1] == [1]  # big files: a task each
+    assert tasks[2] == [2, 3]  # 6 MB; a third 3 MB file would pass 8 MB
+    for t in tasks:
+        assert len(t) <= reader.CHUNK_FILES
+        assert len(t) == 1 or sum(sizes[i] for i in t) <= reader.CHUNK_BYTES
+    # the last 3 MB file opens a task the small files fill: 153 files in 3 tasks of <= 64
+    assert tasks[3][0] == 4 and len(tasks) == 6
+
+
+def test_parallel_pool_with_many_small_files_matches_in_process(tmp_path: Path) -> None:
+    """Many small files, several per pool task: the same records, in the same order."""
+    for i in range(150):
+        write(tmp_path / f"logs/node-{i % 30}/f{i}.log", (KERN + APP) * (1 + i % 3))
+    c = ctx([f"node-{i}" for i in range(30)])
+    serial = LocalFilesClient(workers=1).fetch_logs(tmp_path, c, ANCHORS, WINDOW)
+    parallel = LocalFilesClient(workers=2, parallel_min_bytes=0).fetch_logs(
+        tmp_path, c, ANCHORS, WINDOW
+    )
+    assert serial.records and serial.records == parallel.records
+    assert serial.coverage == parallel.coverage and serial.tails == parallel.tails
