@@ -25,7 +25,9 @@ they are NUL-filled; everything else reads the real block, so line numbers, inhe
 `latest` and `tail` are unchanged. It is conservative: a block whose first or last line of
 the storm is outside the window (or out of order) goes per line, so `out_of_window` stays
 exact; stamps between those two are taken to run forward. A line of another shape (another
-host, stamp format, no uptime) is never counted: it goes per line.
+host, stamp format, no uptime) is never counted: it goes per line. A block in which a storm
+begins ends after its first folded line (when no storm was counted in it yet and nothing
+waits for continuation lines), so the storm's rest is counted per block from there.
 
 Damaged lines (overlong, NUL-binary, invalid UTF-8, control garbage) are counted per block
 with C-level calls (core/formats/damage.py). A line longer than both a block and
@@ -41,8 +43,7 @@ import re
 import stat
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from attribution_dagster.core.formats.damage import NOT_CONTROL, clean_line, count_damage
@@ -55,6 +56,11 @@ from attribution_dagster.core.formats.matchers import (
     cover,
 )
 from attribution_dagster.core.formats.newlines import NUMPY_MIN_SPAN, Counter, counter
+from attribution_dagster.core.formats.scan_types import (  # noqa: F401 - re-exported
+    DEFAULT_BLOCK,
+    FileScan,
+    ScanSpec,
+)
 from attribution_dagster.core.formats.storms import UPTIME, Storm, fill_spans, storm_of
 from attribution_dagster.core.formats.timestamps import (
     JSON_TIME_SCAN,
@@ -64,7 +70,6 @@ from attribution_dagster.core.formats.timestamps import (
 )
 
 HAVE_HYPERSCAN = HYPERSCAN_IMPORTABLE  # build_matcher reads it here (tests patch it)
-DEFAULT_BLOCK = 4 * 1024 * 1024
 # backwards steps when looking for an earlier timed line: most are found in the first
 _BACK_STEPS = (512, 8192, 1 << 62)
 _STAMP_MAX = JSON_TIME_SCAN + 256  # the longest TIMED_LINE_START match (a JSON line's)
@@ -78,67 +83,7 @@ FOLD_KEYS_MAX = 65536  # distinct repeated lines remembered per file (beyond: ke
 # last one kept: exports reproduce ordinary repetition; an 800,000-line storm is one record
 FOLD_AFTER = 64
 STORM_KEYS = 8  # storms counted per block at once in a file (more: their repeats go per line)
-
-
-@dataclass(frozen=True)
-class ScanSpec:
-    """Everything a worker process needs to scan files of one case (picklable)."""
-
-    literals: tuple[str, ...]
-    context_after: tuple[int, ...]
-    window_start: datetime
-    window_end: datetime
-    reference: datetime  # job start, for syslog year inference
-    log_timezone: str = "UTC"
-    max_line_bytes: int = 65536
-    block_size: int = DEFAULT_BLOCK
-    use_hyperscan: bool = True
-    # literals of which only each file's last line is kept (training progress): searched
-    # backwards in the last PROGRESS_WINDOW bytes of each block, never as hits
-    last_literals: tuple[str, ...] = ()
-    # a hit line repeated in its file with only its leading timestamps changed (syslog or
-    # ISO time, dmesg uptime) is kept once, with its count and last line (FileScan.repeats)
-    fold_repeats: bool = False
-    # count a storm's later repeats per block with C-level regex passes (module doc); off:
-    # every repeat goes through the per-line loop (same results, tests compare the two)
-    storm_blocks: bool = True
-    # count newlines with numpy's SIMD compare for long spans (core/formats/newlines.py):
-    # the reader asks for it when a scan is big enough to win back numpy's import
-    fast_count: bool = False
-
-    def __post_init__(self) -> None:
-        # compared with every hit's time: ~40 ns within one tzinfo, ~600 ns across two
-        for name in ("window_start", "window_end", "reference"):
-            t = getattr(self, name)
-            if t.tzinfo is not None and t.tzinfo is not timezone.utc:
-                object.__setattr__(self, name, t.astimezone(timezone.utc))
-
-
-@dataclass
-class FileScan:
-    """Result of scanning one file; records are (line number, time, quality, text)."""
-
-    records: list[tuple[int, datetime | None, str, str]] = field(default_factory=list)
-    # line number of an untimed record -> time of the next timed line of the file (its
-    # latest possible time); absent when no timed line follows it
-    latest: dict[int, datetime] = field(default_factory=dict)
-    # the file's last timed line (line number, time, text): where a node that went silent
-    # stopped writing; found by the same backward searches, no extra pass over the bytes
-    tail: tuple[int, datetime, str] | None = None
-    # the file's last line holding a `last_literals` literal (line, time, quality, text); a
-    # progress line followed by more than PROGRESS_WINDOW bytes of other output in its block
-    # is missed (an earlier one, or none, is reported: the engine then demotes less)
-    progress: tuple[int, datetime | None, str, str] | None = None
-    # line number of a kept record -> [count, last line number, last time, last text] of the
-    # lines that repeat it (ScanSpec.fold_repeats); absent for a line not folded
-    repeats: dict[int, list] = field(default_factory=dict)
-    lines: int = 0
-    bytes: int = 0
-    out_of_window: int = 0
-    invalid_utf8_lines: int = 0
-    overlong_lines: int = 0
-    binary_lines: int = 0
-    error: str | None = None
+_RECUT_PART = 8  # a block where a storm begins ends there if over 1/8 of it is left
 
 
 def build_matcher(literals: Sequence[bytes], use_hyperscan: bool = True) -> Matcher:
@@ -239,11 +184,11 @@ class FileScanner:
                     limit = n
                 else:
                     break
-                self._scan_block(buf, view, limit, state, result)
+                limit = self._scan_block(buf, view, limit, state, result)  # may end it early
                 count_damage(buf, view, limit, self.spec.max_line_bytes, result)
                 buf[0 : n - limit] = buf[limit:n]
                 n -= limit
-                if not got:
+                if not got and not n:
                     break
         finally:
             view.release()
@@ -252,7 +197,7 @@ class FileScanner:
 
     def _scan_block(
         self, buf: bytearray, view: memoryview, limit: int, st: _State, res: FileScan
-    ) -> None:
+    ) -> int:
         # Long on purpose: the scanner's per-line hot loop; a call per line costs more than the
         # line, so the loop is one frame
         spec = self.spec
@@ -336,6 +281,15 @@ class FileScanner:
                         and len(self._storms) < STORM_KEYS
                     ):
                         self._promote(key, buf, s, e, m)  # type: ignore[arg-type]
+                        if (
+                            key in self._storms
+                            and hid is None
+                            and gaps is None
+                            and not st.pending
+                            and limit - e > limit // _RECUT_PART
+                        ):  # the block ends here: the next one counts the new storm's lines
+                            limit, self._block_lines = e + 1, -1
+                            break
                     continue
             raw = buf[s:e]
             text = self._clean(raw, res)
@@ -375,6 +329,7 @@ class FileScanner:
                 st.tail = (lineno, tail_t, text)
         if self._progress_here:
             self._last_progress(buf, limit, st, res, carry0)
+        return limit  # where the block ended (before `limit` when a storm began in it)
 
     def _promote(self, key: bytes, buf: bytearray, s: int, e: int, m: re.Match[bytes]) -> None:
         """Make a hot key a storm counted per block when its lines can be told exactly

@@ -37,6 +37,12 @@ class _Counting(FileScanner):
     def __init__(self, spec: ScanSpec) -> None:
         super().__init__(spec)
         self.block_counted = 0
+        self.recut = 0  # blocks ended early where a storm began (FileScanner._scan_block)
+
+    def _scan_block(self, buf, view, limit, st, res):  # type: ignore[no-untyped-def]
+        end = super()._scan_block(buf, view, limit, st, res)
+        self.recut += end < limit
+        return end
 
     def _hide_storms(self, buf, view, limit, st, res):  # type: ignore[no-untyped-def]
         before = sum(r[0] for r in res.repeats.values())
@@ -273,3 +279,19 @@ def test_two_storms_one_in_runs_one_line_by_line() -> None:
         12 * 150 - FOLD_AFTER + 1,
         12 * 300 - FOLD_AFTER + 1,
     ]
+
+
+def test_a_block_where_a_storm_begins_ends_after_its_first_folded_line() -> None:
+    """The storm's first block is cut after the line that made it a storm: the rest of that
+    block is counted per block (not line by line), with the same FileScan as per line, at
+    block sizes that cut it at different places."""
+    lines = [f"{_stamp(T0)} node-a systemd[1]: Started session {k}." for k in range(300)]
+    lines += [_kern(T0 + timedelta(milliseconds=30 * k), k, XID95) for k in range(6000)]
+    data = ("\n".join(lines) + "\n").encode()
+    for block in (65536, 131072, 262144):
+        fast = _Counting(_spec(block=block))
+        on = fast.scan_bytes(data)
+        off = FileScanner(_spec(block=block, storm_blocks=False)).scan_bytes(data)
+        _same(on, off)
+        assert fast.recut == 1, block
+        assert fast.block_counted > 6000 - FOLD_AFTER - 50  # nearly every repeat per block
