@@ -206,17 +206,19 @@ class FileScanner:
         ctx_any = self._ctx_any.search
         if st.pending:
             self._feed_pending(buf, 0, limit, st, res)
+        nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
+        nxt_from = -1  # where that forward search started
         if st.open:
-            nxt = self._next_time(buf, -1, limit)
-            if nxt[1] is not None:
+            # from the block's start: its untimed hits up to that line reuse it (in a block
+            # of NCCL chatter with no timed line, one search of the block instead of two)
+            (nxt_pos, nxt_t), nxt_from = self._next_time(buf, -1, limit), 0
+            if nxt_t is not None:
                 for lineno in st.open:
-                    res.latest[lineno] = nxt[1]
+                    res.latest[lineno] = nxt_t
                 st.open = []
         cnt, cnt_pos = 0, 0
         carry0 = st.carry
         last_t, scan_pos = st.carry, 0
-        nxt_pos, nxt_t = -1, None  # the next timed line after the last untimed hit
-        nxt_from = -1  # where that forward search started
         tail_pos, tail_t = -1, None  # start and time of the block's last timed line seen
         self._block_lines = -1  # newlines of the block, when _hide_storms counted them
         hid, gaps = self._hide_storms(buf, view, limit, st, res) if self._storms else (None, None)
@@ -237,7 +239,7 @@ class FileScanner:
             if t is not None:
                 quality = "exact"
             else:
-                skip = self.skip_known_gaps and 0 < nxt_from <= scan_pos and nxt_pos >= s
+                skip = self.skip_known_gaps and 0 <= nxt_from <= scan_pos and nxt_pos >= s
                 found = None if skip else self._last_time(buf, scan_pos, s)
                 if found is not None:
                     last_t = found

@@ -131,3 +131,43 @@ def test_skipping_known_gaps_gives_the_same_scan() -> None:
         a, b = fast.scan_bytes(data), slow.scan_bytes(data)
         assert a.records and a.records == b.records
         assert (a.latest, a.tail, a.lines) == (b.latest, b.tail, b.lines)
+
+
+def test_untimed_hits_over_blocks_without_a_timed_line_get_the_next_timed_line() -> None:
+    """Long stretches of untimed NCCL lines cross several blocks with no timed line: a
+    block's untimed hits reuse the forward search made for the records still open from the
+    blocks before. Every untimed record's `latest` is the time of the next timed line of the
+    file (a brute-force reading, line by line), and skipping known gaps changes nothing."""
+    import random
+
+    from attribution_dagster.core.formats.timestamps import TimestampParser
+
+    rng = random.Random(11)
+    spec = _spec(
+        literals=("NCCL INFO comm", "NVRM: Xid", "NCCL WARN"),
+        context_after=(0, 0, 0),
+    )
+    parser = TimestampParser(T0)
+    for trial in range(12):
+        out, t = [], T0 - timedelta(minutes=30)
+        for i in range(rng.randint(300, 1500)):
+            t += timedelta(seconds=1)
+            if rng.random() < (0.002 if trial % 2 else 0.02):  # rare timed lines
+                out.append(f"{t:%Y-%m-%dT%H:%M:%S}.000Z ERROR NCCL WARN timeout {i}")
+            elif rng.random() < 0.4:
+                out.append(f"node-a:4000:4100 [{i % 8}] NCCL INFO comm 0x{i:x} rank {i % 8}")
+            else:
+                out.append(f"node-a:4000:4100 [{i % 8}] NCCL INFO Channel 00/0 : 0[0] -> 1[1]")
+        data = ("\n".join(out) + "\n").encode()
+        times = [parser.parse_line(line.encode()) for line in out]
+        for block in (4096, 16384):
+            fast = FileScanner(dataclasses.replace(spec, block_size=block))
+            slow = FileScanner(dataclasses.replace(spec, block_size=block))
+            slow.skip_known_gaps = False
+            a, b = fast.scan_bytes(data), slow.scan_bytes(data)
+            assert a.records and a.records == b.records
+            assert (a.latest, a.tail) == (b.latest, b.tail)
+            for lineno, _t, quality, _text in a.records:
+                later = [x for x in times[lineno:] if x is not None]
+                if quality != "exact":
+                    assert a.latest.get(lineno) == (later[0] if later else None), lineno
