@@ -62,6 +62,7 @@ from attribution_dagster.core.formats.scan_types import (  # noqa: F401 - re-exp
     ScanSpec,
 )
 from attribution_dagster.core.formats.storms import UPTIME, Storm, fill_spans, storm_of
+from attribution_dagster.core.formats.timed_lines import TimedLineSearch
 from attribution_dagster.core.formats.timestamps import (
     JSON_TIME_SCAN,
     LINE_TIME,
@@ -116,6 +117,7 @@ class FileScanner:
         self._last_cores = cover(self._last_lits)
         self._progress_here = bool(self._last_lits)
         self.parser = TimestampParser(spec.reference, spec.log_timezone)
+        self._timed = TimedLineSearch(spec.use_hyperscan)
         self._buffer: bytearray | None = None  # reused by every file this scanner reads
         self._nl: Counter = lambda lo, hi: 0  # newlines of the buffer (set with the buffer)
         self._found_at = -1  # line start of the timed line _last_time found last
@@ -505,7 +507,7 @@ class FileScanner:
             if t0 is not None:
                 return 0, t0
             pos = 0
-        search = TIMED_LINE_START.search
+        search = self._timed.search  # TIMED_LINE_START.search, hyperscan finding candidates
         m = search(buf, pos, limit)
         while m is not None:
             t = self.parser.from_match(m)

@@ -80,6 +80,7 @@ _BODY = (
     rb"))"
 )
 
+JSON_BRANCH, LINE_BODY = _JSON, _BODY  # the sources, for core/formats/timed_lines.py
 LINE_TIME = re.compile(_BODY)
 """Match at a line start (`LINE_TIME.match(buf, line_start)`)."""
 
