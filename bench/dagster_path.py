@@ -8,10 +8,9 @@ CASE defaults to the `today` profile (bench/profiles.py generates it under
 once beforehand (one partition through the per-job assets, as `make run` does on an instance
 that exists). A new instance's one-off setup (schema, migrations) is printed apart.
 
-Both paths run with the same analysis settings, once per `--workers` value: the direct
-path's default scans a big case with all cores, the per-job assets' configured default
-(`analysis.workers: 1`) with one, and comparing the two would measure that choice, not what
-going through Dagster costs. The runs alternate (direct, Dagster, direct, ...) so that both
+Both paths run with the same analysis settings, once per `--workers` value (both default to
+all cores for a case over 32 MiB; a configured `analysis.workers` would otherwise compare
+that choice, not what going through Dagster costs). The runs alternate (direct, Dagster, direct, ...) so that both
 see the same load on a shared machine; the best of `--repeat` is reported.
 Prints seconds, the ratio and whether both gave the same verdict.
 """

@@ -39,7 +39,7 @@ Example ``attribution.yaml``::
     analysis:
       lead_seconds: 120
       lag_seconds: 60
-      workers: 1
+      workers: 2                        # scanner processes for a big job (default: all cores)
     retry:
       max_retries: 2
       delay_seconds: 2
@@ -130,8 +130,12 @@ class AnalysisConfig(AnalysisFields):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # One job per step is small; a process pool per job costs more than it saves.
-    workers: int | None = Field(default=1, ge=1, description="scanner processes per job")
+    # A job's files are scanned by all cores once they total PARALLEL_MIN_BYTES (32 MiB;
+    # smaller jobs stay in the step's process, where a pool would cost more than it saves):
+    # the per-job assets then scan a big job as fast as `attribution analyze` does.
+    workers: int | None = Field(
+        default=None, ge=1, description="scanner processes per job; None = all cores"
+    )
 
 
 class RetryConfig(BaseModel):
@@ -171,8 +175,10 @@ class FleetConfig(BaseModel):
     @classmethod
     def _http_url(cls, v: str | None) -> str | None:
         if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError(f"{v!r}: expected an http:// or https:// URL (where the "
-                             "reports directory is published), or leave it out")
+            raise ValueError(
+                f"{v!r}: expected an http:// or https:// URL (where the "
+                "reports directory is published), or leave it out"
+            )
         return v.rstrip("/") if v else None
 
     def reports_path(self, base_dir: str | Path) -> Path:
@@ -226,9 +232,7 @@ class ClusterConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    scheduler: BackendBlock | None = Field(
-        default=None, description="slurm | kueue | kai | static"
-    )
+    scheduler: BackendBlock | None = Field(default=None, description="slurm | kueue | kai | static")
     logs: list[BackendBlock] = Field(
         default_factory=list, description="files | loki | pod_logs | elasticsearch | opensearch"
     )

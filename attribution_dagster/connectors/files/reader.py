@@ -377,7 +377,8 @@ class Reader:
         if workers > 1 and sum(sizes) >= self.parallel_min_bytes:
             try:
                 return self._scan_parallel(spec, jobs, sizes, workers, grouper)
-            except (OSError, ValueError, RuntimeError):  # no fork here: fall back in-process
+            except (OSError, ValueError, RuntimeError, AssertionError):
+                # no fork here (or a daemonic process, which may have no children): in-process
                 pass
         scanner = FileScanner(spec)
         return [scan_rows(scanner, grouper, job.path, job.display, job.node) for job in jobs]

@@ -100,7 +100,9 @@ class FilesSourceConfig(BackendConfig):
         default=600.0, ge=0, description="clock difference tolerated between mtime and lines"
     )
     max_line_bytes: int = Field(default=65536, ge=256)
-    workers: int | None = Field(default=1, ge=1, description="scanner processes")
+    workers: int | None = Field(
+        default=None, ge=1, description="scanner processes for a job over 32 MiB; None = all cores"
+    )
 
     @field_validator("paths")
     @classmethod
