@@ -40,7 +40,7 @@ from attribution_dagster.assets.checks import (
     partitioned_check,
     verdict_evaluations,
 )
-from attribution_dagster.assets.job_batch import for_each_job, materialize_result
+from attribution_dagster.assets.job_batch import HANDOFF, for_each_job, materialize_result
 from attribution_dagster.assets.topology import stored_topology
 from attribution_dagster.connectors.base import JobNotFound, SourceError
 from attribution_dagster.connectors.topology.source import ClusterTopology
@@ -197,7 +197,7 @@ def observations(context: AssetExecutionContext, store: AssetStoreResource) -> M
     contexts = _stored_contexts(s, context.partition_keys)
 
     def parse(key: str, up: str | None, _last: bool) -> tuple[ObservationSet, dict[str, Any]]:
-        raw = RawEvidence.model_validate_json(up or "")
+        raw = HANDOFF.take(RawEvidence, key, up or "")
         obs = pipeline.normalize(raw, _context_of(contexts, key), consume=True)
         value = ObservationSet(observations=obs, coverage=raw.coverage, topology=raw.topology)
         return value, md.observations_metadata(obs)
@@ -242,7 +242,7 @@ def attribution(
     contexts = _stored_contexts(s, context.partition_keys)
 
     def decide(key: str, up: str | None, _last: bool) -> tuple[AttributionResult, dict[str, Any]]:
-        obs = ObservationSet.model_validate_json(up or "")
+        obs = HANDOFF.take(ObservationSet, key, up or "")
         result = pipeline.attribute(
             _context_of(contexts, key),
             obs.observations,
