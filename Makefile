@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/profiles.py
 	$(BIN)/python bench/dagster_path.py
+	$(BIN)/python bench/dagster_path.py /tmp/attr-bench/profiles/nccl_init-1 --repeat 2
 	$(BIN)/python bench/topology.py
 	$(BIN)/python bench/quality.py
 
