@@ -124,8 +124,10 @@ def for_each_job(
     upstream: str | None = None,
     retries: int = 0,
     retry_delay: float = 0.0,
+    hand_on: bool = False,
 ) -> JobBatch:
-    """Run `compute` for each partition of the step, isolating failures (see module doc)."""
+    """Run `compute` for each partition of the step, isolating failures (see module doc).
+    `hand_on`: the next step takes the values through HANDOFF when it runs in this process."""
     asset_name = context.asset_key.to_user_string()
     batch = JobBatch(keys=list(context.partition_keys))
     if batch.batched:
@@ -171,7 +173,7 @@ def for_each_job(
                 break
     texts = {k: v.model_dump_json() for k, v in batch.values.items()}
     store.put(asset_name, values=texts, failures=batch.failures)
-    for k, text in texts.items():
+    for k, text in texts.items() if hand_on else ():
         HANDOFF.keep(k, text, batch.values[k])
     return batch
 

@@ -176,6 +176,7 @@ def _raw_evidence_asset(topology_deps: Sequence[AssetKey] = ()) -> AssetsDefinit
             upstream="execution_context",
             retries=analysis.fetch_retries,
             retry_delay=analysis.fetch_retry_delay_seconds,
+            hand_on=True,
         )
         return materialize_result(context, batch)
 
@@ -202,7 +203,8 @@ def observations(context: AssetExecutionContext, store: AssetStoreResource) -> M
         value = ObservationSet(observations=obs, coverage=raw.coverage, topology=raw.topology)
         return value, md.observations_metadata(obs)
 
-    return materialize_result(context, for_each_job(context, s, parse, upstream="raw_evidence"))
+    batch = for_each_job(context, s, parse, upstream="raw_evidence", hand_on=True)
+    return materialize_result(context, batch)
 
 
 @asset(
