@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_grouping import CASES  # every sample and held-out case with logs
 
 from attribution_dagster import pipeline
 from attribution_dagster.core.context import JobState
@@ -30,14 +31,6 @@ from attribution_dagster.rules import matcher, parsers
 from attribution_dagster.rules import origins as O
 from attribution_dagster.rules.decoders import launcher, prefixes
 from attribution_dagster.rules.engine import peers as P
-
-ROOT = Path(__file__).resolve().parents[2]
-CASES = sorted(
-    p.parent
-    for base in (ROOT / "samples", ROOT / "tests" / "heldout")
-    for p in base.rglob("context.json")
-    if (p.parent / "logs").is_dir()
-)
 
 
 def plain_strip(line: str) -> str:
