@@ -13,7 +13,7 @@ class LocalFilesResource(ConfigurableResource):
 
     max_line_bytes: int = Field(default=65536, ge=256, description="longer lines are truncated")
     workers: int | None = Field(
-        default=1, description="scanner processes per job; None = all cores (big cases only)"
+        default=None, description="scanner processes per job; None = all cores (big cases only)"
     )
 
     def client(self) -> LocalFilesClient:

@@ -26,7 +26,7 @@ def test_table_shape_and_more_line() -> None:
 
 def test_the_analysis_fields_are_declared_once() -> None:
     """The CLI settings, the config block and the Dagster resource carry the same fields,
-    inherited from AnalysisFields (the config block alone runs one scanner per job)."""
+    inherited from AnalysisFields (all default to every core for a job over 32 MiB)."""
     from attribution_dagster.core.config import AnalysisConfig
     from attribution_dagster.core.settings import AnalysisFields, AnalysisSettings
     from attribution_dagster.resources.settings import AnalysisSettingsResource
@@ -38,4 +38,5 @@ def test_the_analysis_fields_are_declared_once() -> None:
     cfg = AnalysisConfig(lead_seconds=300)
     res = AnalysisSettingsResource(**AnalysisSettings.of(cfg).model_dump())
     assert res.client() == AnalysisSettings.of(cfg)
-    assert res.client().lead_seconds == 300 and res.client().workers == 1
+    assert res.client().lead_seconds == 300 and res.client().workers is None
+    assert AnalysisConfig().workers == AnalysisSettings().workers is None
